@@ -1,0 +1,50 @@
+"""The ``ol*`` entry points of liboffload's Offload API, one Python function each.
+
+Outputs are returned, failures raise :class:`offloadrt.OffloadError`; see the project's API
+contract for the mapping from C. Every function but ``olInit`` raises ``UNINITIALIZED``
+before ``olInit`` and after the last ``olShutDown``.
+"""
+
+from .device import olGetDeviceInfo, olGetDeviceInfoSize, olIterateDevices
+from .event import (
+    olCreateEvent,
+    olDestroyEvent,
+    olGetEventElapsedTime,
+    olGetEventInfo,
+    olGetEventInfoSize,
+    olSyncEvent,
+)
+from .handles import Device, Event, Platform, Program, Queue, Symbol
+from .init import olInit, olShutDown
+from .kernel import (
+    olCalculateOptimalOccupancy,
+    olGetSymbol,
+    olGetSymbolInfo,
+    olGetSymbolInfoSize,
+    olLaunchKernel,
+)
+from .memory import olGetMemInfo, olGetMemInfoSize, olMemAlloc, olMemcpy, olMemFill, olMemFree
+from .platform import olGetPlatformInfo, olGetPlatformInfoSize
+from .program import olCreateProgram, olDestroyProgram, olIsValidBinary
+from .queue import (
+    olCreateQueue,
+    olDestroyQueue,
+    olGetQueueError,
+    olGetQueueInfo,
+    olGetQueueInfoSize,
+    olLaunchHostFunction,
+    olQueryQueue,
+    olSyncQueue,
+    olWaitEvents,
+)
+
+__all__ = [
+    "Device", "Event", "Platform", "Program", "Queue", "Symbol",
+    "olCalculateOptimalOccupancy", "olCreateEvent", "olCreateProgram", "olCreateQueue", "olDestroyEvent",
+    "olDestroyProgram", "olDestroyQueue", "olGetDeviceInfo", "olGetDeviceInfoSize", "olGetEventElapsedTime",
+    "olGetEventInfo", "olGetEventInfoSize", "olGetMemInfo", "olGetMemInfoSize", "olGetPlatformInfo",
+    "olGetPlatformInfoSize", "olGetQueueError", "olGetQueueInfo", "olGetQueueInfoSize", "olGetSymbol",
+    "olGetSymbolInfo", "olGetSymbolInfoSize", "olInit", "olIsValidBinary", "olIterateDevices",
+    "olLaunchHostFunction", "olLaunchKernel", "olMemAlloc", "olMemcpy", "olMemFill", "olMemFree",
+    "olQueryQueue", "olShutDown", "olSyncEvent", "olSyncQueue", "olWaitEvents",
+]

@@ -1,0 +1,67 @@
+"""Events: record, sync, query, elapsed time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from ..types import EVENT_INFO_KINDS, EventInfo
+from ._info import value_size
+from ._state import Context, entry_point
+from .handles import Event, Queue, enum_value, live_event, live_queue
+
+
+@entry_point
+def olCreateEvent(ctx: Context, queue: Queue) -> Event:
+    """An event that completes once all work enqueued on ``queue`` before it is done."""
+    ai = live_queue(queue)
+    assert isinstance(queue, Queue)
+    return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
+
+
+@entry_point
+def olDestroyEvent(ctx: Context, event: Event) -> None:
+    ev = live_event(event)
+    assert isinstance(event, Event)
+    event._ev = None
+    ev.device.destroy_event(ev)  # type: ignore[attr-defined]
+
+
+@entry_point
+def olSyncEvent(ctx: Context, event: Event) -> None:
+    """Wait for ``event``; ``QUEUE_ERROR`` if its queue failed before reaching it."""
+    ev = live_event(event)
+    ev.device.sync_event(ev)  # type: ignore[attr-defined]
+
+
+def _event_value(event: object, prop: object) -> tuple[EventInfo, Any]:
+    ev = live_event(event)
+    prop = enum_value(EventInfo, prop, "event info")
+    assert isinstance(event, Event)
+    if prop is EventInfo.QUEUE:
+        return prop, event.queue
+    return prop, bool(ev.device.is_event_complete(ev))  # type: ignore[attr-defined]
+
+
+@entry_point
+def olGetEventInfo(ctx: Context, event: Event, prop: EventInfo) -> Any:
+    """``QUEUE``: the queue it was created on (even if destroyed since); ``IS_COMPLETE``."""
+    return _event_value(event, prop)[1]
+
+
+@entry_point
+def olGetEventInfoSize(ctx: Context, event: Event, prop: EventInfo) -> int:
+    prop, value = _event_value(event, prop)
+    return value_size(EVENT_INFO_KINDS[prop], value)
+
+
+@entry_point
+def olGetEventElapsedTime(ctx: Context, start: Event, end: Event) -> float:
+    """Milliseconds from ``start`` to ``end``, two events of one device; waits for both."""
+    start_ev = live_event(start, "start")
+    end_ev = live_event(end, "end")
+    assert isinstance(start, Event) and isinstance(end, Event)
+    if start.device is not end.device:
+        raise OffloadError(ErrorCode.INVALID_DEVICE,
+                           f"start is on {start.device!r} but end is on {end.device!r}; both must be on one device")
+    return float(start_ev.device.get_event_elapsed_time(start_ev, end_ev))  # type: ignore[attr-defined]

@@ -1,0 +1,220 @@
+"""The handle types of the ``ol*`` API and the checks every entry point makes on its arguments."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ErrorCode, OffloadError
+from ..types import PlatformBackend, SymbolKind
+
+if TYPE_CHECKING:
+    from ..plugins.image import DeviceImage, GenericKernel, GlobalVariable
+    from ..plugins.interface import GenericDevice, GenericPlugin
+    from ..plugins.resources import AsyncInfo, GenericEvent
+
+
+class Platform:
+    """A plugin: one backend and its devices."""
+
+    __slots__ = ("_plugin", "devices", "__weakref__")
+
+    def __init__(self, plugin: GenericPlugin):
+        self._plugin = plugin
+        self.devices: list[Device] = []
+
+    @property
+    def backend(self) -> PlatformBackend:
+        return self._plugin.backend
+
+    def __repr__(self) -> str:
+        return f"<Platform {self._plugin.name}>"
+
+
+class Device:
+    """A device of a platform.
+
+    Besides the generic device it keeps what liboffload keeps per device: the parked
+    (destroyed but still busy) backend queues, and the live queues and programs that the last
+    ``olShutDown`` must drain and unload.
+    """
+
+    __slots__ = ("platform", "_gdev", "is_host", "parked", "live_queues", "programs", "lock", "__weakref__")
+
+    def __init__(self, platform: Platform, gdev: GenericDevice):
+        self.platform = platform
+        self._gdev: GenericDevice | None = gdev
+        self.is_host = platform.backend == PlatformBackend.HOST
+        self.parked: list[AsyncInfo] = []
+        self.live_queues: set[Queue] = set()
+        self.programs: set[Program] = set()
+        self.lock = threading.Lock()  # guards parked, live_queues and programs
+
+    def __repr__(self) -> str:
+        gdev = self._gdev
+        state = "" if gdev is not None else " (shut down)"
+        return f"<Device {self.platform._plugin.name}:{gdev.device_id if gdev else '?'}{state}>"
+
+
+class Queue:
+    """An in-order queue of a device. ``_ai`` is ``None`` once it is destroyed."""
+
+    __slots__ = ("device", "_ai", "__weakref__")
+
+    def __init__(self, device: Device, ai: AsyncInfo):
+        self.device = device
+        self._ai: AsyncInfo | None = ai
+
+    def __repr__(self) -> str:
+        state = "" if self._ai is not None else " (destroyed)"
+        return f"<Queue {id(self):#x} on {self.device!r}{state}>"
+
+
+class Event:
+    """A point in a queue's work. ``_ev`` is ``None`` once it is destroyed."""
+
+    __slots__ = ("queue", "device", "_ev", "__weakref__")
+
+    def __init__(self, queue: Queue, ev: GenericEvent):
+        self.queue = queue
+        self.device = queue.device
+        self._ev: GenericEvent | None = ev
+
+    def __repr__(self) -> str:
+        state = "" if self._ev is not None else " (destroyed)"
+        return f"<Event {id(self):#x} of {self.queue!r}{state}>"
+
+
+class Program:
+    """A program loaded on a device. ``_image`` is ``None`` once it is destroyed."""
+
+    __slots__ = ("device", "_image", "symbols", "lock", "__weakref__")
+
+    def __init__(self, device: Device, image: DeviceImage):
+        self.device = device
+        self._image: DeviceImage | None = image
+        self.symbols: dict[tuple[str, SymbolKind], Symbol] = {}
+        self.lock = threading.Lock()  # guards symbols
+
+    def __repr__(self) -> str:
+        state = "" if self._image is not None else " (destroyed)"
+        return f"<Program {id(self):#x} on {self.device!r}{state}>"
+
+
+class Symbol:
+    """A kernel or global variable of a program; owned by the program, valid while it lives."""
+
+    __slots__ = ("program", "device", "kind", "name", "_target", "__weakref__")
+
+    def __init__(self, program: Program, kind: SymbolKind, name: str, target: GenericKernel | GlobalVariable):
+        self.program = program
+        self.device = program.device
+        self.kind = kind
+        self.name = name
+        self._target = target
+
+    def __repr__(self) -> str:
+        return f"<Symbol {self.kind.name.lower()} {self.name!r} of {self.program!r}>"
+
+
+# ---- argument checks ---------------------------------------------------------------------------
+
+def bad_handle(value: object, cls: type, what: str) -> OffloadError:
+    """The error for a handle argument that is ``None`` or of the wrong type."""
+    if value is None:
+        return OffloadError(ErrorCode.INVALID_NULL_HANDLE, f"{what} is None")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} must be a {cls.__name__} handle, got {type(value).__name__}")
+
+
+def live_device(device: object, what: str = "device") -> GenericDevice:
+    """The generic device behind a device handle; raises for a wrong or stale handle."""
+    if type(device) is not Device:
+        raise bad_handle(device, Device, what)
+    gdev = device._gdev
+    if gdev is None:
+        raise OffloadError(ErrorCode.INVALID_DEVICE, f"{what} {device!r} belongs to a runtime that was shut down")
+    return gdev
+
+
+def live_queue(queue: object, what: str = "queue") -> AsyncInfo:
+    if type(queue) is not Queue:
+        raise bad_handle(queue, Queue, what)
+    ai = queue._ai
+    if ai is None:
+        raise OffloadError(ErrorCode.INVALID_QUEUE, f"{what} {queue!r} has been destroyed")
+    return ai
+
+
+def live_event(event: object, what: str = "event") -> GenericEvent:
+    if type(event) is not Event:
+        raise bad_handle(event, Event, what)
+    ev = event._ev
+    if ev is None:
+        raise OffloadError(ErrorCode.INVALID_EVENT, f"{what} {event!r} has been destroyed")
+    return ev
+
+
+def live_program(program: object, what: str = "program") -> DeviceImage:
+    if type(program) is not Program:
+        raise bad_handle(program, Program, what)
+    image = program._image
+    if image is None:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} {program!r} has been destroyed")
+    return image
+
+
+def live_symbol(symbol: object, what: str = "symbol") -> Symbol:
+    if type(symbol) is not Symbol:
+        raise bad_handle(symbol, Symbol, what)
+    if symbol.program._image is None:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} {symbol!r} belongs to a destroyed program")
+    return symbol
+
+
+def enum_value(cls: Any, value: object, what: str) -> Any:
+    """``value`` as a member of ``cls``; anything else is ``INVALID_ENUMERATION``."""
+    try:
+        return cls(value)
+    except (ValueError, TypeError):
+        raise OffloadError(ErrorCode.INVALID_ENUMERATION, f"{what} {value!r} is not a valid {cls.__name__}") from None
+
+
+def pointer(value: object, what: str) -> int:
+    """An address argument as an ``int``; ``None``/0 is ``INVALID_NULL_POINTER``."""
+    if value is None:
+        raise OffloadError(ErrorCode.INVALID_NULL_POINTER, f"{what} is None")
+    try:
+        address = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} must be an integer address, got {type(value).__name__}") from None
+    if address == 0:
+        raise OffloadError(ErrorCode.INVALID_NULL_POINTER, f"{what} is a null pointer")
+    if address < 0 or address >= 1 << 64:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} {address:#x} is not a 64-bit address")
+    return address
+
+
+def size_value(value: object, what: str) -> int:
+    """A byte count argument: a non-negative ``int``."""
+    try:
+        size = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} must be an integer, got {type(value).__name__}") from None
+    if size < 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"{what} must not be negative, got {size}")
+    return size
+
+
+def payload(value: object, what: str) -> bytes:
+    """A bytes-like argument as immutable ``bytes`` (a private copy unless it already is)."""
+    if type(value) is bytes:
+        return value
+    if value is None:
+        raise OffloadError(ErrorCode.INVALID_NULL_POINTER, f"{what} is None")
+    try:
+        return memoryview(value).tobytes()  # type: ignore[arg-type]
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} must be a bytes-like object, got {type(value).__name__}") from None

@@ -1,0 +1,138 @@
+"""Symbols (kernels and global variables), kernel launch and occupancy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from ..plugins.image import GenericKernel, GlobalVariable
+from ..types import SYMBOL_INFO_KINDS, KernelLaunchSizeArgs, SymbolInfo, SymbolKind
+from ._info import value_size
+from ._state import Context, entry_point
+from .handles import Device, Program, Queue, Symbol, bad_handle, enum_value, live_device, live_program, live_symbol
+
+_KERNEL = SymbolKind.KERNEL
+
+
+@entry_point
+def olGetSymbol(ctx: Context, program: Program, name: str, kind: SymbolKind) -> Symbol:
+    """The kernel or global variable ``name`` of ``program``; the same handle every time."""
+    image = live_program(program)
+    if name is None:
+        raise OffloadError(ErrorCode.INVALID_NULL_POINTER, "name is None")
+    if isinstance(name, (bytes, bytearray)):
+        name = bytes(name).decode()
+    if not isinstance(name, str):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"name must be a str, got {type(name).__name__}")
+    kind = enum_value(SymbolKind, kind, "symbol kind")
+    assert isinstance(program, Program)
+    key = (name, kind)
+    with program.lock:
+        symbol = program.symbols.get(key)
+        if symbol is None:
+            target: GenericKernel | GlobalVariable
+            target = image.get_kernel(name) if kind is _KERNEL else image.get_global(name)
+            symbol = program.symbols[key] = Symbol(program, kind, name, target)
+    return symbol
+
+
+def _symbol_value(symbol: object, prop: object) -> tuple[SymbolInfo, Any]:
+    sym = live_symbol(symbol)
+    prop = enum_value(SymbolInfo, prop, "symbol info")
+    if prop is SymbolInfo.KIND:
+        return prop, sym.kind
+    if prop is SymbolInfo.NAME:
+        return prop, sym.name
+    target = sym._target
+    if not isinstance(target, GlobalVariable):
+        raise OffloadError(ErrorCode.SYMBOL_KIND,
+                           f"{prop.name}: expected a symbol of kind GLOBAL_VARIABLE but {sym.name!r} is a {sym.kind.name}")
+    return prop, target.address if prop is SymbolInfo.GLOBAL_VARIABLE_ADDRESS else target.size
+
+
+@entry_point
+def olGetSymbolInfo(ctx: Context, symbol: Symbol, prop: SymbolInfo) -> Any:
+    """``KIND``, ``NAME``; address and size for global variables (``SYMBOL_KIND`` for kernels)."""
+    return _symbol_value(symbol, prop)[1]
+
+
+@entry_point
+def olGetSymbolInfoSize(ctx: Context, symbol: Symbol, prop: SymbolInfo) -> int:
+    prop, value = _symbol_value(symbol, prop)
+    return value_size(SYMBOL_INFO_KINDS[prop], value)
+
+
+def _bad_launch_args(value: object) -> OffloadError:
+    if value is None:
+        return OffloadError(ErrorCode.INVALID_NULL_POINTER, "launch_size_args is None")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"launch_size_args must be a KernelLaunchSizeArgs, got {type(value).__name__}")
+
+
+@entry_point
+def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Symbol, args: bytes | None,
+                   launch_size_args: KernelLaunchSizeArgs) -> None:
+    """Launch ``kernel`` on ``device``: in order on ``queue``, or to completion without one.
+
+    ``args`` is the kernel's parameters packed with C alignment (or ``None``); it is copied,
+    so the caller may reuse its buffer at once.
+    """
+    if type(device) is not Device:
+        raise bad_handle(device, Device, "device")
+    gdev = device._gdev
+    if gdev is None:
+        live_device(device)
+    if type(kernel) is not Symbol:
+        raise bad_handle(kernel, Symbol, "kernel")
+    if kernel.kind is not _KERNEL:
+        raise OffloadError(ErrorCode.SYMBOL_KIND, f"{kernel.name!r} is a {kernel.kind.name}, not a kernel")
+    if queue is None:
+        ai = None
+    else:
+        if type(queue) is not Queue:
+            raise bad_handle(queue, Queue, "queue")
+        ai = queue._ai
+        if ai is None:
+            raise OffloadError(ErrorCode.INVALID_QUEUE, f"queue {queue!r} has been destroyed")
+        if queue.device is not device:
+            raise OffloadError(ErrorCode.INVALID_DEVICE, f"the queue belongs to {queue.device!r}, not {device!r}")
+    if kernel.device is not device:
+        raise OffloadError(ErrorCode.INVALID_DEVICE, f"kernel {kernel.name!r} was loaded on {kernel.device!r}, not {device!r}")
+    if type(launch_size_args) is not KernelLaunchSizeArgs:
+        raise _bad_launch_args(launch_size_args)
+    if args is not None and type(args) is not bytes:
+        try:
+            args = memoryview(args).tobytes()
+        except TypeError:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"args must be a bytes-like object or None, got {type(args).__name__}") from None
+    if not args:
+        args = None
+    ls = launch_size_args
+    if ls.dimensions not in (1, 2, 3):
+        raise OffloadError(ErrorCode.INVALID_VALUE, f"launch_size_args.dimensions must be 1, 2 or 3, got {ls.dimensions}")
+    ng = ls.num_groups
+    gs = ls.group_size
+    try:
+        num_groups = (int(ng.x), int(ng.y), int(ng.z))
+        group_size = (int(gs.x), int(gs.y), int(gs.z))
+        dyn = int(ls.dyn_shared_memory)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"launch_size_args is malformed: {exc}") from None
+    gdev.launch_kernel(kernel._target, args, num_groups, group_size, dyn, ai)  # type: ignore[union-attr,arg-type]
+
+
+@entry_point
+def olCalculateOptimalOccupancy(ctx: Context, device: Device, kernel: Symbol, shared_memory: int) -> int:
+    """A work-group size giving the best occupancy for ``kernel`` (``UNSUPPORTED`` on some backends)."""
+    gdev = live_device(device)
+    sym = live_symbol(kernel, "kernel")
+    if sym.kind is not _KERNEL:
+        raise OffloadError(ErrorCode.SYMBOL_KIND, f"{sym.name!r} is a {sym.kind.name}, not a kernel")
+    if sym.device is not device:
+        raise OffloadError(ErrorCode.INVALID_DEVICE, f"kernel {sym.name!r} was loaded on {sym.device!r}")
+    if shared_memory is None or not isinstance(shared_memory, int) or shared_memory < 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"shared_memory must be a non-negative int, got {shared_memory!r}")
+    target = sym._target
+    assert isinstance(target, GenericKernel)
+    return gdev.calculate_optimal_occupancy(target, shared_memory)

@@ -1,0 +1,171 @@
+"""Allocation, free, pointer info, copies and fills."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from ..types import MEM_INFO_KINDS, AllocType, MemInfo
+from ._info import value_size
+from ._state import Allocation, Context, entry_point
+from .handles import Device, Queue, bad_handle, enum_value, live_device, live_queue, payload, pointer, size_value
+
+
+@entry_point
+def olMemAlloc(ctx: Context, device: Device, alloc_type: AllocType, size: int) -> int:
+    """Allocate ``size`` bytes of ``alloc_type`` memory on ``device``; returns its address."""
+    gdev = live_device(device)
+    kind = enum_value(AllocType, alloc_type, "alloc_type")
+    size = size_value(size, "size")
+    if size == 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, "size must not be zero")
+    address = gdev.data_alloc(size, kind)
+    ctx.allocations.add(Allocation(address, size, device, kind))
+    return address
+
+
+@entry_point
+def olMemFree(ctx: Context, address: int) -> None:
+    """Free the allocation that starts at ``address``; its device is found from the address.
+
+    An unknown, interior or already freed address is ``NOT_FOUND`` and frees nothing.
+    """
+    address = pointer(address, "address")
+    alloc = ctx.allocations.remove(address)
+    gdev = alloc.device._gdev
+    if gdev is None:
+        raise OffloadError(ErrorCode.INVALID_DEVICE, "the allocation's device was shut down")
+    try:
+        gdev.data_delete(alloc.base, alloc.kind)
+    except OffloadError:
+        ctx.allocations.add(alloc)
+        raise
+
+
+def _mem_value(ctx: Context, ptr: object, prop: object) -> tuple[MemInfo, Any]:
+    address = pointer(ptr, "ptr")
+    prop = enum_value(MemInfo, prop, "memory info")
+    alloc = ctx.allocations.find(address)
+    if alloc is None:
+        raise OffloadError(ErrorCode.NOT_FOUND, f"{address:#x} was not allocated by offloadrt")
+    if prop is MemInfo.DEVICE:
+        return prop, alloc.device
+    if prop is MemInfo.BASE:
+        return prop, alloc.base
+    if prop is MemInfo.SIZE:
+        return prop, alloc.size
+    return prop, alloc.kind
+
+
+@entry_point
+def olGetMemInfo(ctx: Context, ptr: int, prop: MemInfo) -> Any:
+    """Facts about the allocation that contains ``ptr`` (any address inside it)."""
+    return _mem_value(ctx, ptr, prop)[1]
+
+
+@entry_point
+def olGetMemInfoSize(ctx: Context, ptr: int, prop: MemInfo) -> int:
+    prop, value = _mem_value(ctx, ptr, prop)
+    return value_size(MEM_INFO_KINDS[prop], value)
+
+
+def _queue_for(queue: object, performer: Device, what: str) -> Any:
+    """The backend queue of an optional queue argument, which must belong to ``performer``."""
+    if queue is None:
+        return None
+    ai = live_queue(queue)
+    assert isinstance(queue, Queue)
+    if queue.device is not performer:
+        raise OffloadError(ErrorCode.INVALID_DEVICE,
+                           f"{what} is performed by {performer!r} but the queue belongs to {queue.device!r}")
+    return ai
+
+
+@entry_point
+def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device,
+             size: int) -> None:
+    """Copy ``size`` bytes from ``src`` on ``src_device`` to ``dst`` on ``dst_device``.
+
+    Host memory is named with the host device. With a queue the copy runs in queue order
+    and the queue must belong to the device doing the copy (the non-host side); without one
+    the copy is done when the call returns.
+    """
+    dst_gdev = live_device(dst_device, "dst_device")
+    src_gdev = live_device(src_device, "src_device")
+    if queue is not None and type(queue) is not Queue:
+        raise bad_handle(queue, Queue, "queue")
+    dst = pointer(dst, "dst")
+    src = pointer(src, "src")
+    size = size_value(size, "size")
+    assert isinstance(dst_device, Device) and isinstance(src_device, Device)
+    if src_device.is_host:
+        performer = dst_device
+    else:
+        performer = src_device
+    ai = _queue_for(queue, performer, "the copy")
+    if size == 0:
+        return
+    if dst_device.is_host and src_device.is_host:
+        dst_gdev.data_memcpy(dst, src, size, ai)
+    elif dst_device.is_host:
+        src_gdev.data_retrieve(dst, src, size, ai)
+    elif src_device.is_host:
+        dst_gdev.data_submit(dst, src, size, ai)
+    elif src_device is dst_device:
+        src_gdev.data_memcpy(dst, src, size, ai)
+    elif src_gdev.plugin is dst_gdev.plugin and src_gdev.plugin.is_data_exchangeable(src_gdev, dst_gdev):
+        src_gdev.data_exchange(src, dst_gdev, dst, size, ai)
+    else:
+        _bounce_copy(ctx, dst, dst_gdev, src, src_gdev, size, ai)
+
+
+def _bounce_copy(ctx: Context, dst: int, dst_gdev: Any, src: int, src_gdev: Any, size: int, ai: Any) -> None:
+    """Copy between devices that cannot reach each other, through a host buffer."""
+    if ai is not None:
+        src_gdev.synchronize(ai, release=False)
+    host = ctx.host_device._gdev
+    assert host is not None
+    staging = host.data_alloc(size, AllocType.HOST)
+    try:
+        src_gdev.data_retrieve(staging, src, size, None)
+        dst_gdev.data_submit(dst, staging, size, None)
+    finally:
+        host.data_delete(staging, AllocType.HOST)
+
+
+@entry_point
+def olMemFill(ctx: Context, queue: Queue | None, ptr: int, pattern: bytes, fill_size: int) -> None:
+    """Fill ``fill_size`` bytes at ``ptr`` with copies of ``pattern``.
+
+    ``fill_size`` must be a multiple of the pattern's length. With a queue the fill runs in
+    queue order on the queue's device; without one it is done when the call returns, on the
+    device that owns ``ptr`` (the host device for plain host memory).
+    """
+    if queue is not None:
+        ai = live_queue(queue)
+        assert isinstance(queue, Queue)
+        device = queue.device
+    else:
+        ai = None
+        device = None
+    ptr = pointer(ptr, "ptr")
+    pattern = payload(pattern, "pattern")
+    fill_size = size_value(fill_size, "fill_size")
+    if ctx.validate:
+        if not pattern:
+            raise OffloadError(ErrorCode.INVALID_SIZE, "pattern must not be empty")
+        if fill_size % len(pattern):
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"fill_size {fill_size} is not a multiple of the pattern size {len(pattern)}")
+    elif not pattern:
+        return
+    alloc = ctx.allocations.find(ptr)
+    if alloc is not None:
+        if device is not None and alloc.device is not device:
+            raise OffloadError(ErrorCode.INVALID_DEVICE,
+                               f"{ptr:#x} belongs to {alloc.device!r} but the queue belongs to {device!r}")
+        device = alloc.device
+    elif device is None:
+        device = ctx.host_device
+    gdev = live_device(device)
+    gdev.data_fill(ptr, pattern, fill_size, ai)

@@ -1,0 +1,282 @@
+"""The host plugin: a real, asynchronous CPU backend.
+
+Programs are ELF shared objects loaded with dlopen; kernels follow the ABI in
+``offloadrt/include/offloadrt/host_kernel.h``; each queue runs on its own worker thread; all
+memory is page-aligned host memory, so host pointers and "device" pointers are the same.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import mmap
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .. import __version__
+from ..errors import ErrorCode, OffloadError
+from ..types import AllocType, DeviceInfo, PlatformBackend
+from .host_exec import KERNEL_PROTOTYPE, GroupPool, HostEvent, HostQueue
+from .host_info import compute_units, host_device_info
+from .host_loader import check_image, dlclose, dlopen_image, read_symbols
+from .image import DeviceImage, GenericKernel, GlobalVariable
+from .interface import Dim3, GenericDevice, GenericPlugin
+from .resources import AsyncInfo, GenericEvent, QueueFailure
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_posix_memalign = _libc.posix_memalign
+_posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t)
+_posix_memalign.restype = ctypes.c_int
+_free = _libc.free
+_free.argtypes = (ctypes.c_void_p,)
+_free.restype = None
+_memmove = ctypes.memmove
+_memset = ctypes.memset
+PAGE_SIZE = mmap.PAGESIZE
+FILL_CHUNK = 1 << 20  # copy the pattern forward in pieces that stay in cache
+
+
+def _copy(arg: tuple[int, int, int]) -> None:
+    _memmove(arg[0], arg[1], arg[2])
+
+
+def fill(ptr: int, pattern: bytes, size: int) -> None:
+    """Write ``pattern`` over ``size`` bytes at ``ptr``; a last partial copy is cut at ``size``."""
+    if size <= 0:
+        return
+    width = len(pattern)
+    if width == 1:
+        _memset(ptr, pattern[0], size)
+        return
+    filled = min(width, size)
+    _memmove(ptr, pattern, filled)
+    step_limit = max(width, FILL_CHUNK // width * width)
+    while filled < size:
+        step = min(filled, step_limit, size - filled)
+        _memmove(ptr + filled, ptr, step)
+        filled += step
+
+
+def _fill_item(arg: tuple[int, bytes, int]) -> None:
+    fill(*arg)
+
+
+class HostImage(DeviceImage):
+    """A loaded shared object. dlclose waits for launches of it that are still running."""
+
+    def __init__(self, device: HostDevice, image: bytes, lib: ctypes.CDLL, symbols: dict[str, Any]):
+        super().__init__(device, image)
+        self.lib = lib
+        self.symbols = symbols
+        self._busy = 0
+        self._close_pending = False
+        self._busy_lock = threading.Lock()  # guards _busy and _close_pending
+
+    def begin_launch(self) -> None:
+        with self._busy_lock:
+            self._busy += 1
+
+    def end_launch(self) -> None:
+        with self._busy_lock:
+            self._busy -= 1
+            close = self._busy == 0 and self._close_pending
+            if close:
+                self._close_pending = False
+        if close:
+            dlclose(self.lib)
+
+    def close(self) -> None:
+        with self._busy_lock:
+            if self._busy:
+                self._close_pending = True
+                return
+        dlclose(self.lib)
+
+
+class HostKernel(GenericKernel):
+    __slots__ = ("fn",)
+
+    def __init__(self, image: HostImage, name: str, fn: Any):
+        super().__init__(image, name)
+        self.fn = fn
+
+
+class HostDevice(GenericDevice):
+    """The CPU as an offload device."""
+
+    _queue_numbers = itertools.count()
+
+    def _init_impl(self) -> None:
+        self.groups = GroupPool(compute_units())
+
+    def _deinit_impl(self) -> None:
+        self.groups.shutdown()
+
+    def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
+        info, self.details = host_device_info()
+        return info
+
+    # memory
+    def _alloc_impl(self, size: int, kind: AllocType) -> int:
+        out = ctypes.c_void_p()
+        status = _posix_memalign(ctypes.byref(out), PAGE_SIZE, size)
+        if status:
+            raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
+                               f"posix_memalign of {size} bytes failed with errno {status}")
+        return out.value or 0
+
+    def _free_impl(self, ptr: int, kind: AllocType) -> None:
+        _free(ptr)
+
+    def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if queue is None:
+            _memmove(dst, src, size)
+        else:
+            queue.submit(_copy, (dst, src, size))  # type: ignore[attr-defined]
+
+    _data_submit_impl = _data_memcpy_impl
+    _data_retrieve_impl = _data_memcpy_impl
+
+    def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
+        if queue is None:
+            fill(ptr, pattern, size)
+        else:
+            queue.submit(_fill_item, (ptr, bytes(pattern), size))  # type: ignore[attr-defined]
+
+    # programs
+    def _is_valid_binary_impl(self, image: bytes) -> bool:
+        try:
+            check_image(image)
+            read_symbols(image)
+        except OffloadError:
+            return False
+        return True
+
+    def _load_binary_impl(self, image: bytes) -> DeviceImage:
+        check_image(image)
+        symbols = read_symbols(image)
+        return HostImage(self, image, dlopen_image(image), symbols)
+
+    def _unload_binary_impl(self, image: DeviceImage) -> None:
+        assert isinstance(image, HostImage)
+        image.close()
+
+    def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
+        assert isinstance(image, HostImage)
+        symbol = image.symbols.get(name)
+        if symbol is None or symbol.kind != "function":
+            what = "a global variable, not a kernel" if symbol is not None else "not exported by the program"
+            raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': {what}")
+        return HostKernel(image, name, KERNEL_PROTOTYPE((name, image.lib)))
+
+    def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
+        assert isinstance(image, HostImage)
+        symbol = image.symbols.get(name)
+        if symbol is None or symbol.kind != "object":
+            what = "a function, not a global variable" if symbol is not None else "not exported by the program"
+            raise OffloadError(ErrorCode.NOT_FOUND, f"global variable '{name}': {what}")
+        address = ctypes.addressof(ctypes.c_char.in_dll(image.lib, name))
+        return GlobalVariable(image, name, address, symbol.size)
+
+    # kernels
+    def _launch_impl(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
+                     dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
+        assert isinstance(kernel, HostKernel)
+        image = kernel.image
+        assert isinstance(image, HostImage)
+        image.begin_launch()
+        job = (self.groups, kernel, args, num_groups, group_size, dyn_shared_memory)
+        if queue is None:
+            _launch_item(job)
+        else:
+            queue.submit(_launch_item, job, _launch_skipped)  # type: ignore[attr-defined]
+
+    # queues
+    def _create_queue_impl(self) -> AsyncInfo:
+        return HostQueue(self, f"offloadrt-host-queue-{next(self._queue_numbers)}")
+
+    def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, HostQueue)
+        queue.stop()
+
+    def _synchronize_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, HostQueue)
+        queue.wait_idle()
+
+    def _query_impl(self, queue: AsyncInfo) -> bool:
+        assert isinstance(queue, HostQueue)
+        return queue.is_idle()
+
+    def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
+        assert isinstance(queue, HostQueue)
+        return not queue.is_idle()
+
+    def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
+                                queue: AsyncInfo) -> None:
+        assert isinstance(queue, HostQueue)
+        queue.submit(callback, user_data)
+
+    # events
+    def _create_event_impl(self, queue: AsyncInfo) -> GenericEvent:
+        assert isinstance(queue, HostQueue)
+        event = HostEvent(self)
+        if queue.is_idle():
+            event.reach()
+        else:
+            queue.submit(event.reach, None, event.skip)
+        return event
+
+    def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(event, HostEvent) and isinstance(queue, HostQueue)
+        if not event.latch.is_open:
+            queue.submit(_wait_item, (queue, event))
+
+    def _sync_event_impl(self, event: GenericEvent) -> None:
+        assert isinstance(event, HostEvent)
+        event.latch.wait()
+
+    def _is_event_complete_impl(self, event: GenericEvent) -> bool:
+        assert isinstance(event, HostEvent)
+        return event.latch.is_open
+
+    def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
+        assert isinstance(start, HostEvent) and isinstance(end, HostEvent)
+        return (end.time_ns - start.time_ns) / 1e6
+
+
+def _launch_item(job: tuple[GroupPool, HostKernel, bytes | None, Dim3, Dim3, int]) -> None:
+    groups, kernel, args, num_groups, group_size, dyn = job
+    try:
+        groups.run(kernel.fn, args, num_groups, group_size, dyn, kernel.name)
+    finally:
+        kernel.image.end_launch()  # type: ignore[attr-defined]
+
+
+def _launch_skipped(job: tuple[GroupPool, HostKernel, bytes | None, Dim3, Dim3, int],
+                    _failure: QueueFailure) -> None:
+    job[1].image.end_launch()  # type: ignore[attr-defined]
+
+
+def _wait_item(arg: tuple[HostQueue, HostEvent]) -> None:
+    queue, event = arg
+    event.latch.wait()
+    if event.failure is not None:
+        queue.adopt(event.failure)
+
+
+class HostPlugin(GenericPlugin):
+    """One device: the CPU this process runs on."""
+
+    name = "host"
+    backend = PlatformBackend.HOST
+    vendor_name = "offloadrt"
+
+    def _init_impl(self) -> int:
+        return 1
+
+    def _create_device(self, device_id: int) -> GenericDevice:
+        return HostDevice(self, device_id)
+
+    def version(self) -> str:
+        return __version__

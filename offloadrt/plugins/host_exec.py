@@ -1,0 +1,300 @@
+"""How the host device executes work: one worker thread per queue, kernels over a group pool.
+
+A :class:`HostQueue` runs its items in submission order on its own thread. A kernel launch
+runs its work-groups on the queue's thread and, when there are several, on the device's
+:class:`GroupPool` too; ctypes releases the GIL during each call, so groups run in parallel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from queue import SimpleQueue
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from .resources import AsyncInfo, GenericEvent, QueueFailure
+
+KERNEL_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class LaunchStruct(ctypes.Structure):
+    """``ol_host_launch_t`` from ``host_kernel.h``, flattened (same layout)."""
+
+    _fields_ = [
+        ("gx", ctypes.c_uint32), ("gy", ctypes.c_uint32), ("gz", ctypes.c_uint32),
+        ("ngx", ctypes.c_uint32), ("ngy", ctypes.c_uint32), ("ngz", ctypes.c_uint32),
+        ("bx", ctypes.c_uint32), ("by", ctypes.c_uint32), ("bz", ctypes.c_uint32),
+        ("dyn_shared_memory", ctypes.c_void_p),
+    ]
+
+
+class _Latch:
+    """A one-shot gate: closed when made, opened once; waiting on an open latch returns at once."""
+
+    __slots__ = ("_lock", "is_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.is_open = False
+
+    def open(self) -> None:
+        self.is_open = True
+        self._lock.release()
+
+    def wait(self, timeout: float = -1) -> bool:
+        if self.is_open:
+            return True
+        if self._lock.acquire(timeout=timeout):
+            self._lock.release()
+            return True
+        return False
+
+
+class HostEvent(GenericEvent):
+    """A marker in a host queue; ``time_ns`` is when the queue reached it."""
+
+    __slots__ = ("latch", "time_ns")
+
+    def __init__(self, device: object):
+        super().__init__(device)
+        self.latch = _Latch()
+        self.time_ns = 0
+
+    def reach(self, _arg: object = None) -> None:
+        self.time_ns = time.perf_counter_ns()
+        self.latch.open()
+
+    def skip(self, _arg: object, failure: QueueFailure) -> None:
+        self.failure = failure
+        self.time_ns = time.perf_counter_ns()
+        self.latch.open()
+
+
+Item = tuple[Callable[[Any], object], Any, Callable[[Any, QueueFailure], object] | None]
+
+
+class HostQueue(AsyncInfo):
+    """An in-order queue served by its own daemon thread.
+
+    ``submitted`` and ``completed`` count items; the queue is idle when they are equal.
+    Once the queue fails, later items are skipped (events among them are marked failed).
+    """
+
+    __slots__ = ("_items", "_submit_lock", "_cond", "_waiters", "submitted", "completed", "_thread")
+
+    def __init__(self, device: object, name: str):
+        super().__init__(device)
+        self._items: SimpleQueue[Item | None] = SimpleQueue()
+        self._submit_lock = threading.Lock()  # keeps numbering and queue order the same
+        self._cond = threading.Condition(threading.Lock())  # sync waiters sleep here
+        self._waiters = 0
+        self.submitted = 0
+        self.completed = 0
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, run: Callable[[Any], object], arg: Any,
+               skip: Callable[[Any, QueueFailure], object] | None = None) -> None:
+        with self._submit_lock:
+            self.submitted += 1
+            self._items.put((run, arg, skip))
+
+    def is_idle(self) -> bool:
+        return self.completed == self.submitted
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every item submitted so far finished or the queue failed."""
+        target = self.submitted
+        if self.completed >= target:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._waiters += 1
+            try:
+                while self.completed < target and self.failure is None:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+        return True
+
+    def stop(self) -> None:
+        """Let the thread finish what was submitted, then exit. Never blocks."""
+        self._items.put(None)
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _serve(self) -> None:
+        get = self._items.get
+        while True:
+            item = get()
+            if item is None:
+                return
+            run, arg, skip = item
+            failure = self.failure
+            if failure is None:
+                try:
+                    run(arg)
+                except OffloadError as exc:
+                    self.fail(exc)
+                except BaseException as exc:  # a host function raised: the queue fails, we go on
+                    err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
+                    err.__cause__ = exc
+                    self.fail(err)
+            elif skip is not None:
+                skip(arg, failure)
+            self.completed += 1
+            if self._waiters:
+                with self._cond:
+                    self._cond.notify_all()
+
+
+class _GroupJob:
+    """One launch's work-groups, split in chunks that pool threads take in turn."""
+
+    __slots__ = ("fn", "args", "num_groups", "group_size", "dyn", "total", "chunk", "nchunks",
+                 "_next", "_lock", "_active", "done", "fault", "name")
+
+    def __init__(self, fn: Any, args: bytes | None, num_groups: tuple[int, int, int],
+                 group_size: tuple[int, int, int], dyn: int, name: str, participants: int, nchunks: int):
+        self.fn = fn
+        self.args = args
+        self.num_groups = num_groups
+        self.group_size = group_size
+        self.dyn = dyn
+        self.name = name
+        self.total = num_groups[0] * num_groups[1] * num_groups[2]
+        self.nchunks = nchunks
+        self.chunk = -(-self.total // nchunks)
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+        self._active = participants
+        self.done = _Latch()
+        self.fault: OffloadError | None = None
+
+    def work(self, local: threading.local) -> None:
+        try:
+            while self.fault is None:
+                index = next(self._next)
+                if index >= self.nchunks:
+                    break
+                start = index * self.chunk
+                run_groups(self, local, start, min(start + self.chunk, self.total))
+        finally:
+            with self._lock:
+                self._active -= 1
+                last = self._active == 0
+            if last:
+                self.done.open()
+
+
+def _thread_state(local: threading.local, dyn: int) -> tuple[LaunchStruct, int]:
+    """This thread's launch struct, with a work-group memory buffer of at least ``dyn`` bytes."""
+    state = getattr(local, "state", None)
+    if state is None:
+        state = local.state = [LaunchStruct(), None, 0]
+    launch = state[0]
+    if dyn > state[2]:
+        state[1] = ctypes.create_string_buffer(dyn)
+        state[2] = dyn
+        launch.dyn_shared_memory = ctypes.addressof(state[1])
+    elif dyn == 0 and state[2] == 0:
+        launch.dyn_shared_memory = None
+    return launch, ctypes.addressof(launch)
+
+
+def run_groups(job: _GroupJob, local: threading.local, start: int, end: int) -> None:
+    """Call the kernel once per work-group in [start, end), in linear group order."""
+    launch, address = _thread_state(local, job.dyn)
+    ngx, ngy, ngz = job.num_groups
+    launch.ngx, launch.ngy, launch.ngz = ngx, ngy, ngz
+    launch.bx, launch.by, launch.bz = job.group_size
+    fn = job.fn
+    args = job.args
+    plane = ngx * ngy
+    for linear in range(start, end):
+        z, rest = divmod(linear, plane)
+        y, x = divmod(rest, ngx)
+        launch.gx = x
+        launch.gy = y
+        launch.gz = z
+        status = fn(args, address)
+        if status:
+            if job.fault is None:
+                job.fault = OffloadError(
+                    ErrorCode.BACKEND_FAILURE,
+                    f"kernel '{job.name}' faulted: it returned {status} in work-group ({x}, {y}, {z})")
+            return
+
+
+class GroupPool:
+    """Worker threads shared by every queue of a host device, for multi-group launches.
+
+    Threads start on first use; ``shutdown`` asks them to exit without waiting for them.
+    """
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self._tasks: SimpleQueue[_GroupJob | None] = SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()  # guards _threads
+        self._local = threading.local()  # per-thread launch struct of callers that run groups
+
+    def _ensure_threads(self) -> None:
+        if len(self._threads) >= self.size - 1:
+            return
+        with self._lock:
+            while len(self._threads) < self.size - 1:
+                thread = threading.Thread(target=self._serve, name=f"offloadrt-host-group-{len(self._threads)}",
+                                          daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _serve(self) -> None:
+        local = threading.local()
+        while True:
+            job = self._tasks.get()
+            if job is None:
+                return
+            job.work(local)
+
+    def run(self, fn: Any, args: bytes | None, num_groups: tuple[int, int, int],
+            group_size: tuple[int, int, int], dyn: int, name: str) -> None:
+        """Run every work-group of a launch and return when all are done; raise on a fault."""
+        total = num_groups[0] * num_groups[1] * num_groups[2]
+        if total == 1:
+            launch, address = _thread_state(self._local, dyn)
+            launch.gx = launch.gy = launch.gz = 0
+            launch.ngx = launch.ngy = launch.ngz = 1
+            launch.bx, launch.by, launch.bz = group_size
+            status = fn(args, address)
+            if status:
+                raise OffloadError(ErrorCode.BACKEND_FAILURE,
+                                   f"kernel '{name}' faulted: it returned {status} in work-group (0, 0, 0)")
+            return
+        helpers = min(self.size, total) - 1
+        nchunks = min(total, (helpers + 1) * 4)
+        job = _GroupJob(fn, args, num_groups, group_size, dyn, name, helpers + 1, nchunks)
+        if helpers:
+            self._ensure_threads()
+            for _ in range(helpers):
+                self._tasks.put(job)
+        job.work(self._local)
+        job.done.wait()
+        if job.fault is not None:
+            raise job.fault
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for _ in self._threads:
+                self._tasks.put(None)
+            self._threads = []

@@ -1,0 +1,70 @@
+"""Loaded programs and the symbols found in them."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ..errors import ErrorCode, OffloadError
+
+if TYPE_CHECKING:
+    from .interface import GenericDevice
+
+
+class GenericKernel:
+    """A kernel of a loaded image; backends subclass it to hold their function handle."""
+
+    __slots__ = ("image", "name", "__weakref__")
+
+    def __init__(self, image: DeviceImage, name: str):
+        self.image = image
+        self.name = name
+
+
+class GlobalVariable:
+    """A global variable of a loaded image: its device address and size in bytes."""
+
+    __slots__ = ("image", "name", "address", "size")
+
+    def __init__(self, image: DeviceImage, name: str, address: int, size: int):
+        self.image = image
+        self.name = name
+        self.address = address
+        self.size = size
+
+
+class DeviceImage:
+    """A program loaded on a device: a private copy of the image plus backend state.
+
+    Kernels and globals are looked up once and cached, so two lookups of one name give the
+    same object. After :meth:`GenericDevice.unload_binary` the image is ``unloaded`` and every
+    lookup fails.
+    """
+
+    def __init__(self, device: GenericDevice, image: bytes):
+        self.device = device
+        self.image = image
+        self.unloaded = False
+        self._kernels: dict[str, GenericKernel] = {}
+        self._globals: dict[str, GlobalVariable] = {}
+        self._lock = threading.Lock()  # guards the two symbol caches
+
+    def check_loaded(self) -> None:
+        if self.unloaded:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, "the program has been destroyed")
+
+    def get_kernel(self, name: str) -> GenericKernel:
+        self.check_loaded()
+        with self._lock:
+            kernel = self._kernels.get(name)
+            if kernel is None:
+                kernel = self._kernels[name] = self.device._construct_kernel_impl(self, name)
+            return kernel
+
+    def get_global(self, name: str) -> GlobalVariable:
+        self.check_loaded()
+        with self._lock:
+            var = self._globals.get(name)
+            if var is None:
+                var = self._globals[name] = self.device._get_global_impl(self, name)
+            return var

@@ -1,0 +1,417 @@
+"""The plugin interface: what every backend shares, and the ``*_impl`` hooks it fills in.
+
+As in LLVM's PluginInterface, the generic classes own validation, bookkeeping, pools, locking
+and error wrapping; a backend overrides only the ``_*_impl`` methods, each of which talks to
+its driver. A hook that receives ``queue=None`` must finish the work before returning.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
+from .image import DeviceImage, GenericKernel, GlobalVariable
+from .resources import AsyncInfo, GenericEvent, ResourcePool
+
+Dim3 = tuple[int, int, int]
+
+
+class PluginUnavailable(Exception):
+    """Raised by ``_init_impl`` when the backend's driver package or library is missing."""
+
+
+def _unsupported(what: str) -> OffloadError:
+    return OffloadError(ErrorCode.UNSUPPORTED, f"{what} is not supported by this backend")
+
+
+class GenericDevice:
+    """One device of a plugin. Public methods validate and delegate to ``_*_impl`` hooks."""
+
+    def __init__(self, plugin: GenericPlugin, device_id: int):
+        self.plugin = plugin
+        self.device_id = device_id
+        self.queue_pool: ResourcePool[AsyncInfo] = ResourcePool(
+            "queue", self._create_queue_impl, self._destroy_queue_impl
+        )
+        self.loaded_images: list[DeviceImage] = []
+        self._images_lock = threading.Lock()  # guards loaded_images
+        self._info: dict[DeviceInfo, Any] = {}
+        self.details: list[tuple[str, str]] = []  # extra (key, value) lines for `offloadrt info`
+        self.max_group_size = 0
+        self.max_group_dims: Dim3 = (0, 0, 0)
+        self.max_local_memory = 0
+        self.initialized = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def init(self) -> None:
+        self._init_impl()
+        self._info = self._obtain_info_impl()
+        dims: Dimensions = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION]
+        self.max_group_dims = (dims.x, dims.y, dims.z)
+        self.max_group_size = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE]
+        self.max_local_memory = self._info[DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE]
+        self.initialized = True
+
+    def deinit(self) -> list[OffloadError]:
+        """Unload every image, destroy the pools, release the device; return every error."""
+        errors: list[OffloadError] = []
+        with self._images_lock:
+            images = list(self.loaded_images)
+        for image in images:
+            try:
+                self.unload_binary(image)
+            except OffloadError as exc:
+                errors.append(exc)
+        errors.extend(self.queue_pool.deinit())
+        try:
+            self._deinit_impl()
+        except OffloadError as exc:
+            errors.append(exc)
+        self.initialized = False
+        return errors
+
+    # ---- info ------------------------------------------------------------------------------
+    def info(self) -> dict[DeviceInfo, Any]:
+        """Every device-info value this device reports (a missing key means unimplemented)."""
+        return self._info
+
+    # ---- memory ----------------------------------------------------------------------------
+    def data_alloc(self, size: int, kind: AllocType) -> int:
+        if size <= 0:
+            raise OffloadError(ErrorCode.INVALID_SIZE, f"allocation size must be positive, got {size}")
+        ptr = self._alloc_impl(size, kind)
+        if not ptr:
+            raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"failed to allocate {size} bytes of {kind.name} memory")
+        return ptr
+
+    def data_delete(self, ptr: int, kind: AllocType) -> None:
+        self._free_impl(ptr, kind)
+
+    def data_submit(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        """Copy ``size`` bytes from host address ``src`` to this device's ``dst``."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._data_submit_impl(dst, src, size, queue)
+
+    def data_retrieve(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        """Copy ``size`` bytes from this device's ``src`` to host address ``dst``."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._data_retrieve_impl(dst, src, size, queue)
+
+    def data_memcpy(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        """Copy within this device (or host to host on the host device)."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._data_memcpy_impl(dst, src, size, queue)
+
+    def data_exchange(self, src: int, dst_device: GenericDevice, dst: int, size: int,
+                      queue: AsyncInfo | None) -> None:
+        """Copy from this device's ``src`` to ``dst`` on ``dst_device`` of the same plugin."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._data_exchange_impl(src, dst_device, dst, size, queue)
+
+    def data_fill(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
+        """Write ``pattern`` repeatedly over ``size`` bytes; a partial last copy is cut short."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._data_fill_impl(ptr, pattern, size, queue)
+
+    # ---- programs --------------------------------------------------------------------------
+    def is_valid_binary(self, image: bytes) -> bool:
+        return bool(image) and self._is_valid_binary_impl(image)
+
+    def load_binary(self, image: bytes) -> DeviceImage:
+        if not image:
+            raise OffloadError(ErrorCode.INVALID_BINARY, "the program image is empty")
+        loaded = self._load_binary_impl(bytes(image))
+        with self._images_lock:
+            self.loaded_images.append(loaded)
+        return loaded
+
+    def unload_binary(self, image: DeviceImage) -> None:
+        with self._images_lock:
+            if image.unloaded:
+                return
+            image.unloaded = True
+            self.loaded_images.remove(image)
+        self._unload_binary_impl(image)
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def launch_kernel(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
+                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
+        """Launch ``kernel`` over ``num_groups`` work-groups of ``group_size`` items."""
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
+        gx, gy, gz = num_groups
+        bx, by, bz = group_size
+        if gx < 1 or gy < 1 or gz < 1 or bx < 1 or by < 1 or bz < 1:
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"launch dimensions must be positive: num_groups={num_groups}, group_size={group_size}")
+        mx, my, mz = self.max_group_dims
+        if bx > mx or by > my or bz > mz or bx * by * bz > self.max_group_size:
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"group size {group_size} exceeds the device limit {self.max_group_dims} "
+                               f"/ {self.max_group_size} items")
+        if gx > 0xFFFFFFFF or gy > 0xFFFFFFFF or gz > 0xFFFFFFFF:
+            raise OffloadError(ErrorCode.INVALID_SIZE, f"num_groups {num_groups} exceeds 32 bits")
+        if dyn_shared_memory < 0 or dyn_shared_memory > self.max_local_memory:
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"dynamic shared memory {dyn_shared_memory} exceeds the device's "
+                               f"{self.max_local_memory} bytes of work-group memory")
+        kernel.image.check_loaded()
+        self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
+
+    def calculate_optimal_occupancy(self, kernel: GenericKernel, shared_memory: int) -> int:
+        kernel.image.check_loaded()
+        return self._optimal_occupancy_impl(kernel, shared_memory)
+
+    # ---- queues ----------------------------------------------------------------------------
+    def init_async_info(self) -> AsyncInfo:
+        """A backend queue from the pool (a new one when the pool is empty)."""
+        return self.queue_pool.acquire()
+
+    def synchronize(self, queue: AsyncInfo, release: bool) -> None:
+        """Wait for ``queue`` to drain; with ``release``, hand it back to the pool.
+
+        Raises ``QUEUE_ERROR`` as soon as the queue is known to have failed, without waiting
+        for the work behind the failure. A failed queue is destroyed instead of pooled.
+        """
+        if queue.failure is None:
+            try:
+                self._synchronize_impl(queue)
+            except OffloadError as exc:
+                queue.fail(exc)
+        failure = queue.failure
+        if release:
+            queue.owner = None
+            if failure is None:
+                self.queue_pool.release(queue)
+            else:
+                self.queue_pool.discard(queue)
+        if failure is not None:
+            raise failure.queue_error()
+
+    def query_async(self, queue: AsyncInfo) -> bool:
+        """True when all work submitted to ``queue`` is done; raises if it failed."""
+        if queue.failure is None:
+            try:
+                done = self._query_impl(queue)
+            except OffloadError as exc:
+                queue.fail(exc)
+        if queue.failure is not None:
+            raise queue.failure.queue_error()
+        return done
+
+    def has_pending_work(self, queue: AsyncInfo) -> bool:
+        """True while ``queue`` has work that has not finished (a failed queue has none left)."""
+        if queue.failure is not None:
+            return self._has_running_work_impl(queue)
+        try:
+            return self._has_pending_work_impl(queue)
+        except OffloadError as exc:
+            queue.fail(exc)
+            return False
+
+    def enqueue_host_call(self, callback: Callable[[Any], object], user_data: Any, queue: AsyncInfo) -> None:
+        if queue.failure is not None:
+            raise queue.failure.queue_error()
+        self._enqueue_host_call_impl(callback, user_data, queue)
+
+    # ---- events ----------------------------------------------------------------------------
+    def create_event(self, queue: AsyncInfo) -> GenericEvent:
+        """An event recorded at the current end of ``queue``."""
+        if queue.failure is not None:
+            raise queue.failure.queue_error()
+        return self._create_event_impl(queue)
+
+    def wait_event(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        """Make later work on ``queue`` wait for ``event``; its queue's failure spreads to ``queue``."""
+        if queue.failure is not None:
+            raise queue.failure.queue_error()
+        if event.failure is not None:
+            queue.adopt(event.failure)
+            return
+        self._wait_event_impl(event, queue)
+
+    def sync_event(self, event: GenericEvent) -> None:
+        if event.failure is None:
+            self._sync_event_impl(event)
+        if event.failure is not None:
+            raise event.failure.queue_error()
+
+    def is_event_complete(self, event: GenericEvent) -> bool:
+        return event.failure is not None or self._is_event_complete_impl(event)
+
+    def destroy_event(self, event: GenericEvent) -> None:
+        self._destroy_event_impl(event)
+
+    def get_event_elapsed_time(self, start: GenericEvent, end: GenericEvent) -> float:
+        """Milliseconds between two events of this device; waits for both to complete."""
+        self.sync_event(start)
+        self.sync_event(end)
+        return self._event_elapsed_time_impl(start, end)
+
+    # ---- hooks a backend implements ----------------------------------------------------------
+    def _init_impl(self) -> None:
+        pass
+
+    def _deinit_impl(self) -> None:
+        pass
+
+    def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
+        raise NotImplementedError
+
+    def _alloc_impl(self, size: int, kind: AllocType) -> int:
+        raise NotImplementedError
+
+    def _free_impl(self, ptr: int, kind: AllocType) -> None:
+        raise NotImplementedError
+
+    def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        raise NotImplementedError
+
+    def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        raise NotImplementedError
+
+    def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        raise NotImplementedError
+
+    def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
+                            queue: AsyncInfo | None) -> None:
+        raise _unsupported("device-to-device exchange")
+
+    def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
+        raise NotImplementedError
+
+    def _is_valid_binary_impl(self, image: bytes) -> bool:
+        raise NotImplementedError
+
+    def _load_binary_impl(self, image: bytes) -> DeviceImage:
+        raise NotImplementedError
+
+    def _unload_binary_impl(self, image: DeviceImage) -> None:
+        raise NotImplementedError
+
+    def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
+        raise NotImplementedError
+
+    def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
+        raise NotImplementedError
+
+    def _launch_impl(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
+                     dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
+        raise NotImplementedError
+
+    def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
+        raise _unsupported("occupancy calculation")
+
+    def _create_queue_impl(self) -> AsyncInfo:
+        raise NotImplementedError
+
+    def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
+        raise NotImplementedError
+
+    def _synchronize_impl(self, queue: AsyncInfo) -> None:
+        """Block until the queue drained or failed (record a failure with ``queue.fail``)."""
+        raise NotImplementedError
+
+    def _query_impl(self, queue: AsyncInfo) -> bool:
+        raise NotImplementedError
+
+    def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
+        raise NotImplementedError
+
+    def _has_running_work_impl(self, queue: AsyncInfo) -> bool:
+        """For a failed queue: is something still executing (skipped work does not count)?"""
+        return False
+
+    def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
+                                queue: AsyncInfo) -> None:
+        raise NotImplementedError
+
+    def _create_event_impl(self, queue: AsyncInfo) -> GenericEvent:
+        raise NotImplementedError
+
+    def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        raise NotImplementedError
+
+    def _sync_event_impl(self, event: GenericEvent) -> None:
+        raise NotImplementedError
+
+    def _is_event_complete_impl(self, event: GenericEvent) -> bool:
+        raise NotImplementedError
+
+    def _destroy_event_impl(self, event: GenericEvent) -> None:
+        pass
+
+    def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
+        raise NotImplementedError
+
+
+class GenericPlugin:
+    """A backend: finds its devices at ``init`` and releases them at ``deinit``.
+
+    ``unavailable_reason`` says why a plugin has no devices (driver package or library
+    missing, no device present); it is ``None`` for a working plugin.
+    """
+
+    name = "generic"
+    backend = PlatformBackend.UNKNOWN
+    vendor_name = "Unknown platform vendor"
+
+    def __init__(self) -> None:
+        self.devices: list[GenericDevice] = []
+        self.unavailable_reason: str | None = None
+        self.initialized = False
+
+    def init(self) -> None:
+        """Start the backend and every device; a missing driver leaves zero devices and a reason."""
+        try:
+            count = self._init_impl()
+        except PluginUnavailable as exc:
+            self.unavailable_reason = str(exc)
+            count = 0
+        if count == 0 and self.unavailable_reason is None:
+            self.unavailable_reason = "no devices found"
+        self.initialized = True
+        for device_id in range(count):
+            device = self._create_device(device_id)
+            device.init()
+            self.devices.append(device)
+
+    def deinit(self) -> list[OffloadError]:
+        """De-initialise every device and the backend; return every error, dropping none."""
+        errors: list[OffloadError] = []
+        for device in self.devices:
+            errors.extend(device.deinit())
+        self.devices = []
+        if self.initialized:
+            try:
+                self._deinit_impl()
+            except OffloadError as exc:
+                errors.append(exc)
+        self.initialized = False
+        return errors
+
+    def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
+        """Whether ``src.data_exchange`` can copy straight to ``dst`` (same plugin)."""
+        return False
+
+    def version(self) -> str:
+        """The backend's own version (driver or runtime) for platform info."""
+        return "unknown"
+
+    # hooks
+    def _init_impl(self) -> int:
+        raise NotImplementedError
+
+    def _deinit_impl(self) -> None:
+        pass
+
+    def _create_device(self, device_id: int) -> GenericDevice:
+        raise NotImplementedError

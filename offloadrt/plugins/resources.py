@@ -1,0 +1,136 @@
+"""Backend queues, events, queue failures and the per-device resource pools.
+
+These are the generic halves of a backend's queue and event objects: a backend subclasses
+:class:`AsyncInfo` and :class:`GenericEvent` and adds its driver handles.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from ..errors import ErrorCode, OffloadError, OffloadWarning
+
+
+class QueueFailure:
+    """Why a queue entered the error state, and which queue failed first.
+
+    ``origin`` is the owner tag (the api's queue handle) of the queue whose own work failed;
+    queues that fail by waiting on it share the same failure object.
+    """
+
+    __slots__ = ("error", "origin", "observed")
+
+    def __init__(self, error: OffloadError, origin: object):
+        self.error = error
+        self.origin = origin
+        self.observed = False
+
+    def queue_error(self) -> OffloadError:
+        """The ``QUEUE_ERROR`` a call on a failed queue raises; marks the failure as seen."""
+        self.observed = True
+        err = OffloadError(ErrorCode.QUEUE_ERROR, f"the queue is in the error state: {self.error}")
+        err.__cause__ = self.error
+        return err
+
+
+class AsyncInfo:
+    """A backend queue: work submitted to it runs in order, asynchronously from the caller.
+
+    ``owner`` is set by whoever holds the queue (the api's queue handle) and is what a
+    failure names as its origin. ``failure`` is ``None`` until the queue fails; it is never
+    cleared, and a failed backend queue is destroyed instead of being pooled again.
+    """
+
+    __slots__ = ("device", "owner", "failure", "__weakref__")
+
+    def __init__(self, device: object):
+        self.device = device
+        self.owner: object = None
+        self.failure: QueueFailure | None = None
+
+    def fail(self, error: OffloadError) -> QueueFailure:
+        """Put the queue in the error state with ``error``, unless it already failed."""
+        failure = self.failure
+        if failure is None:
+            failure = self.failure = QueueFailure(error, self.owner)
+        return failure
+
+    def adopt(self, failure: QueueFailure) -> None:
+        """Fail because work this queue waited on failed; keeps the first queue as origin."""
+        if self.failure is None:
+            self.failure = failure
+
+
+class GenericEvent:
+    """A point in a queue's work. ``failure`` is set when the queue failed before reaching it."""
+
+    __slots__ = ("device", "failure", "__weakref__")
+
+    def __init__(self, device: object):
+        self.device = device
+        self.failure: QueueFailure | None = None
+
+
+R = TypeVar("R")
+
+
+class ResourcePool(Generic[R]):
+    """A LIFO pool of backend resources (queues, events) that grows on demand.
+
+    ``acquire`` hands out a pooled resource or creates one; ``release`` puts it back;
+    ``discard`` destroys one that must not be reused. ``deinit`` destroys what is pooled and
+    warns about resources never returned (they are leaked, never freed while in use).
+    """
+
+    def __init__(self, name: str, create: Callable[[], R], destroy: Callable[[R], None]):
+        self.name = name
+        self._create = create
+        self._destroy = destroy
+        self._free: list[R] = []
+        self._lock = threading.Lock()  # guards _free and live
+        self.live = 0  # resources that exist: pooled plus handed out
+
+    def acquire(self) -> R:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        resource = self._create()
+        with self._lock:
+            self.live += 1
+        return resource
+
+    def release(self, resource: R) -> None:
+        with self._lock:
+            self._free.append(resource)
+
+    def discard(self, resource: R) -> None:
+        with self._lock:
+            self.live -= 1
+        self._destroy(resource)
+
+    @property
+    def pooled(self) -> int:
+        return len(self._free)
+
+    def deinit(self) -> list[OffloadError]:
+        """Destroy every pooled resource; return the errors instead of stopping at the first."""
+        with self._lock:
+            free, self._free = self._free, []
+            missing = self.live - len(free)
+            self.live = missing
+        errors: list[OffloadError] = []
+        for resource in free:
+            try:
+                self._destroy(resource)
+            except OffloadError as exc:
+                errors.append(exc)
+        if missing:
+            warnings.warn(
+                f"{missing} {self.name}(s) were never returned to the pool; leaking them",
+                OffloadWarning,
+                stacklevel=2,
+            )
+        return errors

@@ -1,0 +1,209 @@
+"""The enums and structs of the ``ol*`` API, and the C type behind each info query.
+
+Enum classes are named after their C type and their members after the enumerator without
+its prefix, in C order, so ``int(member)`` is the value liboffload's header gives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+
+class PlatformInfo(IntEnum):
+    NAME = 0
+    VENDOR_NAME = 1
+    VERSION = 2
+    BACKEND = 3
+
+
+class PlatformBackend(IntEnum):
+    UNKNOWN = 0
+    CUDA = 1
+    AMDGPU = 2
+    HOST = 3
+
+
+class DeviceType(IntEnum):
+    DEFAULT = 0
+    ALL = 1
+    GPU = 2
+    CPU = 3
+    HOST = 4
+
+
+class DeviceInfo(IntEnum):
+    TYPE = 0
+    PLATFORM = 1
+    NAME = 2
+    PRODUCT_NAME = 3
+    UID = 4
+    VENDOR = 5
+    DRIVER_VERSION = 6
+    MAX_WORK_GROUP_SIZE = 7
+    MAX_WORK_GROUP_SIZE_PER_DIMENSION = 8
+    MAX_WORK_SIZE = 9
+    MAX_WORK_SIZE_PER_DIMENSION = 10
+    VENDOR_ID = 11
+    NUM_COMPUTE_UNITS = 12
+    MAX_CLOCK_FREQUENCY = 13
+    MEMORY_CLOCK_RATE = 14
+    ADDRESS_BITS = 15
+    MAX_MEM_ALLOC_SIZE = 16
+    GLOBAL_MEM_SIZE = 17
+    WORK_GROUP_LOCAL_MEM_SIZE = 18
+    SINGLE_FP_CONFIG = 19
+    DOUBLE_FP_CONFIG = 20
+    HALF_FP_CONFIG = 21
+    NATIVE_VECTOR_WIDTH_CHAR = 22
+    NATIVE_VECTOR_WIDTH_SHORT = 23
+    NATIVE_VECTOR_WIDTH_INT = 24
+    NATIVE_VECTOR_WIDTH_LONG = 25
+    NATIVE_VECTOR_WIDTH_FLOAT = 26
+    NATIVE_VECTOR_WIDTH_DOUBLE = 27
+    NATIVE_VECTOR_WIDTH_HALF = 28
+
+
+class FpCapabilityFlag(IntFlag):
+    CORRECTLY_ROUNDED_DIVIDE_SQRT = 1 << 0
+    ROUND_TO_NEAREST = 1 << 1
+    ROUND_TO_ZERO = 1 << 2
+    ROUND_TO_INF = 1 << 3
+    INF_NAN = 1 << 4
+    DENORM = 1 << 5
+    FMA = 1 << 6
+    SOFT_FLOAT = 1 << 7
+
+
+class AllocType(IntEnum):
+    HOST = 0
+    DEVICE = 1
+    MANAGED = 2
+
+
+class MemInfo(IntEnum):
+    DEVICE = 0
+    BASE = 1
+    SIZE = 2
+    TYPE = 3
+
+
+class QueueInfo(IntEnum):
+    DEVICE = 0
+    EMPTY = 1
+
+
+class EventInfo(IntEnum):
+    QUEUE = 0
+    IS_COMPLETE = 1
+
+
+class SymbolKind(IntEnum):
+    KERNEL = 0
+    GLOBAL_VARIABLE = 1
+
+
+class SymbolInfo(IntEnum):
+    KIND = 0
+    GLOBAL_VARIABLE_ADDRESS = 1
+    GLOBAL_VARIABLE_SIZE = 2
+    NAME = 3
+
+
+@dataclass
+class Dimensions:
+    """``ol_dimensions_t``: three unsigned 32-bit extents."""
+
+    x: int = 1
+    y: int = 1
+    z: int = 1
+
+
+@dataclass
+class KernelLaunchSizeArgs:
+    """``ol_kernel_launch_size_args_t``: how many work-groups of which size, and dynamic shared memory."""
+
+    dimensions: int = 1
+    num_groups: Dimensions = field(default_factory=Dimensions)
+    group_size: Dimensions = field(default_factory=Dimensions)
+    dyn_shared_memory: int = 0
+
+
+class ValueKind(IntEnum):
+    """The C type of an info value; it fixes the size ``olGetXInfoSize`` reports."""
+
+    STRING = 0  # char[]: strlen + 1
+    HANDLE = 1  # any handle or pointer: 8
+    BOOL = 2  # bool: 1
+    ENUM = 3  # any enum or flags: 4
+    UINT32 = 4
+    UINT64 = 5
+    DIMENSIONS = 6  # ol_dimensions_t: 12
+
+
+FIXED_SIZES = {
+    ValueKind.HANDLE: 8,
+    ValueKind.BOOL: 1,
+    ValueKind.ENUM: 4,
+    ValueKind.UINT32: 4,
+    ValueKind.UINT64: 8,
+    ValueKind.DIMENSIONS: 12,
+}
+
+PLATFORM_INFO_KINDS = {
+    PlatformInfo.NAME: ValueKind.STRING,
+    PlatformInfo.VENDOR_NAME: ValueKind.STRING,
+    PlatformInfo.VERSION: ValueKind.STRING,
+    PlatformInfo.BACKEND: ValueKind.ENUM,
+}
+
+_U32 = ValueKind.UINT32
+DEVICE_INFO_KINDS = {
+    DeviceInfo.TYPE: ValueKind.ENUM,
+    DeviceInfo.PLATFORM: ValueKind.HANDLE,
+    DeviceInfo.NAME: ValueKind.STRING,
+    DeviceInfo.PRODUCT_NAME: ValueKind.STRING,
+    DeviceInfo.UID: ValueKind.STRING,
+    DeviceInfo.VENDOR: ValueKind.STRING,
+    DeviceInfo.DRIVER_VERSION: ValueKind.STRING,
+    DeviceInfo.MAX_WORK_GROUP_SIZE: _U32,
+    DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION: ValueKind.DIMENSIONS,
+    DeviceInfo.MAX_WORK_SIZE: _U32,
+    DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION: ValueKind.DIMENSIONS,
+    DeviceInfo.VENDOR_ID: _U32,
+    DeviceInfo.NUM_COMPUTE_UNITS: _U32,
+    DeviceInfo.MAX_CLOCK_FREQUENCY: _U32,
+    DeviceInfo.MEMORY_CLOCK_RATE: _U32,
+    DeviceInfo.ADDRESS_BITS: _U32,
+    DeviceInfo.MAX_MEM_ALLOC_SIZE: ValueKind.UINT64,
+    DeviceInfo.GLOBAL_MEM_SIZE: ValueKind.UINT64,
+    DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE: ValueKind.UINT64,
+    DeviceInfo.SINGLE_FP_CONFIG: ValueKind.ENUM,
+    DeviceInfo.DOUBLE_FP_CONFIG: ValueKind.ENUM,
+    DeviceInfo.HALF_FP_CONFIG: ValueKind.ENUM,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_INT: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_LONG: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE: _U32,
+    DeviceInfo.NATIVE_VECTOR_WIDTH_HALF: _U32,
+}
+
+MEM_INFO_KINDS = {
+    MemInfo.DEVICE: ValueKind.HANDLE,
+    MemInfo.BASE: ValueKind.HANDLE,
+    MemInfo.SIZE: ValueKind.UINT64,
+    MemInfo.TYPE: ValueKind.ENUM,
+}
+
+QUEUE_INFO_KINDS = {QueueInfo.DEVICE: ValueKind.HANDLE, QueueInfo.EMPTY: ValueKind.BOOL}
+
+EVENT_INFO_KINDS = {EventInfo.QUEUE: ValueKind.HANDLE, EventInfo.IS_COMPLETE: ValueKind.BOOL}
+
+SYMBOL_INFO_KINDS = {
+    SymbolInfo.KIND: ValueKind.ENUM,
+    SymbolInfo.GLOBAL_VARIABLE_ADDRESS: ValueKind.HANDLE,
+    SymbolInfo.GLOBAL_VARIABLE_SIZE: ValueKind.UINT64,
+    SymbolInfo.NAME: ValueKind.STRING,
+}
