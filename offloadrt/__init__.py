@@ -28,3 +28,10 @@ __all__ = [
     "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend", "PlatformInfo",
     "QueueInfo", "SymbolInfo", "SymbolKind", "__version__",
 ]
+
+
+def get_include() -> str:
+    """The folder to pass to ``cc -I`` for ``offloadrt/host_kernel.h``."""
+    from pathlib import Path
+
+    return str(Path(__file__).with_name("include"))
