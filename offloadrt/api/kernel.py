@@ -9,7 +9,18 @@ from ..plugins.image import GenericKernel, GlobalVariable
 from ..types import SYMBOL_INFO_KINDS, KernelLaunchSizeArgs, SymbolInfo, SymbolKind
 from ._info import value_size
 from ._state import Context, entry_point
-from .handles import Device, Program, Queue, Symbol, bad_handle, enum_value, live_device, live_program, live_symbol
+from .handles import (
+    Device,
+    Program,
+    Queue,
+    Symbol,
+    bad_handle,
+    enum_value,
+    live_device,
+    live_program,
+    live_queue,
+    live_symbol,
+)
 
 _KERNEL = SymbolKind.KERNEL
 
@@ -69,6 +80,27 @@ def _bad_launch_args(value: object) -> OffloadError:
                         f"launch_size_args must be a KernelLaunchSizeArgs, got {type(value).__name__}")
 
 
+def _launch_handle_error(queue: object, device: object, kernel: object) -> OffloadError:
+    """The specific error for handles that failed olLaunchKernel's combined fast check."""
+    try:
+        live_device(device)
+        if type(kernel) is not Symbol:
+            return bad_handle(kernel, Symbol, "kernel")
+        if kernel.kind is not _KERNEL:
+            return OffloadError(ErrorCode.SYMBOL_KIND, f"{kernel.name!r} is a {kernel.kind.name}, not a kernel")
+        if queue is not None:
+            live_queue(queue)
+            assert isinstance(queue, Queue)
+            if queue.device is not device:
+                return OffloadError(ErrorCode.INVALID_DEVICE, f"the queue belongs to {queue.device!r}, not {device!r}")
+        if kernel.device is not device:
+            return OffloadError(ErrorCode.INVALID_DEVICE,
+                                f"kernel {kernel.name!r} was loaded on {kernel.device!r}, not {device!r}")
+    except OffloadError as exc:
+        return exc
+    return OffloadError(ErrorCode.UNKNOWN, "olLaunchKernel: inconsistent handle check")
+
+
 @entry_point
 def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Symbol, args: bytes | None,
                    launch_size_args: KernelLaunchSizeArgs) -> None:
@@ -77,49 +109,36 @@ def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Sy
     ``args`` is the kernel's parameters packed with C alignment (or ``None``); it is copied,
     so the caller may reuse its buffer at once.
     """
-    if type(device) is not Device:
-        raise bad_handle(device, Device, "device")
-    gdev = device._gdev
-    if gdev is None:
-        live_device(device)
-    if type(kernel) is not Symbol:
-        raise bad_handle(kernel, Symbol, "kernel")
-    if kernel.kind is not _KERNEL:
-        raise OffloadError(ErrorCode.SYMBOL_KIND, f"{kernel.name!r} is a {kernel.kind.name}, not a kernel")
+    # One combined check on the hot path; _launch_handle_error names the culprit.
+    if (type(device) is not Device or type(kernel) is not Symbol or kernel.kind is not _KERNEL
+            or kernel.device is not device or device._gdev is None):
+        raise _launch_handle_error(queue, device, kernel)
     if queue is None:
         ai = None
+    elif type(queue) is not Queue or queue.device is not device or queue._ai is None:
+        raise _launch_handle_error(queue, device, kernel)
     else:
-        if type(queue) is not Queue:
-            raise bad_handle(queue, Queue, "queue")
         ai = queue._ai
-        if ai is None:
-            raise OffloadError(ErrorCode.INVALID_QUEUE, f"queue {queue!r} has been destroyed")
-        if queue.device is not device:
-            raise OffloadError(ErrorCode.INVALID_DEVICE, f"the queue belongs to {queue.device!r}, not {device!r}")
-    if kernel.device is not device:
-        raise OffloadError(ErrorCode.INVALID_DEVICE, f"kernel {kernel.name!r} was loaded on {kernel.device!r}, not {device!r}")
     if type(launch_size_args) is not KernelLaunchSizeArgs:
         raise _bad_launch_args(launch_size_args)
-    if args is not None and type(args) is not bytes:
+    if type(args) is not bytes and args is not None:
         try:
             args = memoryview(args).tobytes()
         except TypeError:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"args must be a bytes-like object or None, got {type(args).__name__}") from None
-    if not args:
-        args = None
     ls = launch_size_args
     if ls.dimensions not in (1, 2, 3):
         raise OffloadError(ErrorCode.INVALID_VALUE, f"launch_size_args.dimensions must be 1, 2 or 3, got {ls.dimensions}")
     ng = ls.num_groups
     gs = ls.group_size
     try:
-        num_groups = (int(ng.x), int(ng.y), int(ng.z))
-        group_size = (int(gs.x), int(gs.y), int(gs.z))
-        dyn = int(ls.dyn_shared_memory)
-    except (AttributeError, TypeError, ValueError) as exc:
+        num_groups = (ng.x, ng.y, ng.z)
+        group_size = (gs.x, gs.y, gs.z)
+    except AttributeError as exc:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"launch_size_args is malformed: {exc}") from None
-    gdev.launch_kernel(kernel._target, args, num_groups, group_size, dyn, ai)  # type: ignore[union-attr,arg-type]
+    device._gdev.launch_kernel(kernel._target, args or None, num_groups, group_size,  # type: ignore[union-attr]
+                               ls.dyn_shared_memory, ai)
 
 
 @entry_point

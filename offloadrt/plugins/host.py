@@ -17,12 +17,12 @@ from typing import Any
 from .. import __version__
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, PlatformBackend
-from .host_exec import KERNEL_PROTOTYPE, GroupPool, HostEvent, HostQueue
+from .host_exec import KERNEL, KERNEL_PROTOTYPE, GroupPool, HostEvent, HostQueue, LaunchStruct
 from .host_info import compute_units, host_device_info
 from .host_loader import check_image, dlclose, dlopen_image, read_symbols
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin
-from .resources import AsyncInfo, GenericEvent, QueueFailure
+from .resources import AsyncInfo, GenericEvent
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _posix_memalign = _libc.posix_memalign
@@ -63,35 +63,41 @@ def _fill_item(arg: tuple[int, bytes, int]) -> None:
 
 
 class HostImage(DeviceImage):
-    """A loaded shared object. dlclose waits for launches of it that are still running."""
+    """A loaded shared object.
+
+    Unloading waits (without blocking the caller) for work that may still call into it: each
+    queue that is busy at unload time gets a marker, and a synchronous launch in progress on
+    another thread holds the image; dlclose runs when the last of them lets go.
+    """
 
     def __init__(self, device: HostDevice, image: bytes, lib: ctypes.CDLL, symbols: dict[str, Any]):
         super().__init__(device, image)
         self.lib = lib
         self.symbols = symbols
-        self._busy = 0
-        self._close_pending = False
-        self._busy_lock = threading.Lock()  # guards _busy and _close_pending
+        self._holds = 0
+        self._closing = False
+        self._hold_lock = threading.Lock()  # guards _holds and _closing
 
-    def begin_launch(self) -> None:
-        with self._busy_lock:
-            self._busy += 1
+    def hold(self) -> None:
+        with self._hold_lock:
+            self._holds += 1
 
-    def end_launch(self) -> None:
-        with self._busy_lock:
-            self._busy -= 1
-            close = self._busy == 0 and self._close_pending
-            if close:
-                self._close_pending = False
+    def release(self, _arg: object = None, _failure: object = None) -> None:
+        with self._hold_lock:
+            self._holds -= 1
+            close = self._closing and self._holds == 0
         if close:
             dlclose(self.lib)
 
-    def close(self) -> None:
-        with self._busy_lock:
-            if self._busy:
-                self._close_pending = True
-                return
-        dlclose(self.lib)
+    def close(self, busy_queues: list[HostQueue]) -> None:
+        with self._hold_lock:
+            self._closing = True
+            self._holds += len(busy_queues)
+            close_now = self._holds == 0
+        for queue in busy_queues:
+            queue.submit(self.release, None, self.release)
+        if close_now:
+            dlclose(self.lib)
 
 
 class HostKernel(GenericKernel):
@@ -106,9 +112,14 @@ class HostDevice(GenericDevice):
     """The CPU as an offload device."""
 
     _queue_numbers = itertools.count()
+    LAUNCH_STRUCT_CACHE = 1024
 
     def _init_impl(self) -> None:
         self.groups = GroupPool(compute_units())
+        self.queues: set[HostQueue] = set()  # every backend queue that exists
+        self._queues_lock = threading.Lock()  # guards queues
+        # Read-only launch structs of one-group launches without work-group memory, by group size.
+        self._launch_structs: dict[Dim3, tuple[LaunchStruct, int]] = {}
 
     def _deinit_impl(self) -> None:
         self.groups.shutdown()
@@ -160,7 +171,9 @@ class HostDevice(GenericDevice):
 
     def _unload_binary_impl(self, image: DeviceImage) -> None:
         assert isinstance(image, HostImage)
-        image.close()
+        with self._queues_lock:
+            busy = [queue for queue in self.queues if not queue.is_idle()]
+        image.close(busy)
 
     def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
         assert isinstance(image, HostImage)
@@ -182,22 +195,46 @@ class HostDevice(GenericDevice):
     # kernels
     def _launch_impl(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
-        assert isinstance(kernel, HostKernel)
-        image = kernel.image
-        assert isinstance(image, HostImage)
-        image.begin_launch()
-        job = (self.groups, kernel, args, num_groups, group_size, dyn_shared_memory)
         if queue is None:
-            _launch_item(job)
-        else:
-            queue.submit(_launch_item, job, _launch_skipped)  # type: ignore[attr-defined]
+            image = kernel.image
+            assert isinstance(image, HostImage)
+            image.hold()
+            try:
+                self.groups.run(kernel.fn, args, num_groups, group_size, dyn_shared_memory, kernel.name)
+            finally:
+                image.release()
+            return
+        if num_groups == (1, 1, 1) and not dyn_shared_memory:
+            prepared = self._launch_structs.get(group_size)
+            if prepared is None:
+                prepared = self._prepare_launch_struct(group_size)
+            if prepared is not None:
+                with queue._submit_lock:  # type: ignore[attr-defined]  # HostQueue.submit_kernel, inlined
+                    queue.submitted += 1  # type: ignore[attr-defined]
+                    queue._items.put((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
+                return
+        queue.submit(_launch_item, (self.groups, kernel, args, num_groups, group_size,  # type: ignore[attr-defined]
+                                    dyn_shared_memory))
+
+    def _prepare_launch_struct(self, group_size: Dim3) -> tuple[LaunchStruct, int] | None:
+        """A shared read-only struct for one-group launches of ``group_size`` (kept forever)."""
+        if len(self._launch_structs) >= self.LAUNCH_STRUCT_CACHE:
+            return None
+        launch = LaunchStruct(0, 0, 0, 1, 1, 1, *(int(v) for v in group_size), None)
+        prepared = (launch, ctypes.addressof(launch))
+        return self._launch_structs.setdefault(group_size, prepared)
 
     # queues
     def _create_queue_impl(self) -> AsyncInfo:
-        return HostQueue(self, f"offloadrt-host-queue-{next(self._queue_numbers)}")
+        queue = HostQueue(self, f"offloadrt-host-queue-{next(self._queue_numbers)}")
+        with self._queues_lock:
+            self.queues.add(queue)
+        return queue
 
     def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue)
+        with self._queues_lock:
+            self.queues.discard(queue)
         queue.stop()
 
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
@@ -247,15 +284,7 @@ class HostDevice(GenericDevice):
 
 def _launch_item(job: tuple[GroupPool, HostKernel, bytes | None, Dim3, Dim3, int]) -> None:
     groups, kernel, args, num_groups, group_size, dyn = job
-    try:
-        groups.run(kernel.fn, args, num_groups, group_size, dyn, kernel.name)
-    finally:
-        kernel.image.end_launch()  # type: ignore[attr-defined]
-
-
-def _launch_skipped(job: tuple[GroupPool, HostKernel, bytes | None, Dim3, Dim3, int],
-                    _failure: QueueFailure) -> None:
-    job[1].image.end_launch()  # type: ignore[attr-defined]
+    groups.run(kernel.fn, args, num_groups, group_size, dyn, kernel.name)
 
 
 def _wait_item(arg: tuple[HostQueue, HostEvent]) -> None:

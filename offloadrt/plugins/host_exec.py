@@ -75,7 +75,19 @@ class HostEvent(GenericEvent):
         self.latch.open()
 
 
-Item = tuple[Callable[[Any], object], Any, Callable[[Any, QueueFailure], object] | None]
+# A queue item is (tag, run, arg, extra):
+#   CALL:   run(arg); ``extra`` is None or skip(arg, failure), called instead once the queue failed.
+#   KERNEL: a one-group launch: ``run`` is the HostKernel, ``arg`` the argument blob and ``extra``
+#           the address of a prepared, read-only launch struct; a non-zero return is a fault.
+CALL = 0
+KERNEL = 1
+_NEVER = 1 << 62
+Item = tuple[int, Any, Any, Any]
+
+
+def kernel_fault(name: str, status: int, group: tuple[int, int, int]) -> OffloadError:
+    return OffloadError(ErrorCode.BACKEND_FAILURE,
+                        f"kernel '{name}' faulted: it returned {status} in work-group {group}")
 
 
 class HostQueue(AsyncInfo):
@@ -85,14 +97,15 @@ class HostQueue(AsyncInfo):
     Once the queue fails, later items are skipped (events among them are marked failed).
     """
 
-    __slots__ = ("_items", "_submit_lock", "_cond", "_waiters", "submitted", "completed", "_thread")
+    __slots__ = ("_items", "_submit_lock", "_cond", "_targets", "_wake_at", "submitted", "completed", "_thread")
 
     def __init__(self, device: object, name: str):
         super().__init__(device)
         self._items: SimpleQueue[Item | None] = SimpleQueue()
-        self._submit_lock = threading.Lock()  # keeps numbering and queue order the same
-        self._cond = threading.Condition(threading.Lock())  # sync waiters sleep here
-        self._waiters = 0
+        self._submit_lock = threading.Lock()  # keeps `submitted` exact under concurrent submitters
+        self._cond = threading.Condition(threading.Lock())  # sync waiters sleep here; guards _targets
+        self._targets: list[int] = []  # the `completed` count each sleeping waiter needs
+        self._wake_at = _NEVER  # min(_targets): the worker notifies only when it gets there
         self.submitted = 0
         self.completed = 0
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -100,9 +113,16 @@ class HostQueue(AsyncInfo):
 
     def submit(self, run: Callable[[Any], object], arg: Any,
                skip: Callable[[Any, QueueFailure], object] | None = None) -> None:
+        """Run ``run(arg)`` in queue order; ``skip(arg, failure)`` instead if the queue failed."""
         with self._submit_lock:
             self.submitted += 1
-            self._items.put((run, arg, skip))
+            self._items.put((CALL, run, arg, skip))
+
+    def submit_kernel(self, kernel: Any, args: bytes | None, launch_address: int) -> None:
+        """Run a one-group launch of ``kernel`` with a prepared launch struct."""
+        with self._submit_lock:
+            self.submitted += 1
+            self._items.put((KERNEL, kernel, args, launch_address))
 
     def is_idle(self) -> bool:
         return self.completed == self.submitted
@@ -114,7 +134,9 @@ class HostQueue(AsyncInfo):
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._waiters += 1
+            targets = self._targets
+            targets.append(target)
+            self._wake_at = min(targets)
             try:
                 while self.completed < target and self.failure is None:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -122,7 +144,8 @@ class HostQueue(AsyncInfo):
                         return False
                     self._cond.wait(remaining)
             finally:
-                self._waiters -= 1
+                targets.remove(target)
+                self._wake_at = min(targets) if targets else _NEVER
         return True
 
     def stop(self) -> None:
@@ -139,21 +162,26 @@ class HostQueue(AsyncInfo):
             item = get()
             if item is None:
                 return
-            run, arg, skip = item
+            tag, run, arg, extra = item
             failure = self.failure
             if failure is None:
                 try:
-                    run(arg)
+                    if tag == KERNEL:
+                        status = run.fn(arg, extra)
+                        if status:
+                            self.fail(kernel_fault(run.name, status, (0, 0, 0)))
+                    else:
+                        run(arg)
                 except OffloadError as exc:
                     self.fail(exc)
                 except BaseException as exc:  # a host function raised: the queue fails, we go on
                     err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
                     err.__cause__ = exc
                     self.fail(err)
-            elif skip is not None:
-                skip(arg, failure)
+            elif tag == CALL and extra is not None:
+                extra(arg, failure)
             self.completed += 1
-            if self._waiters:
+            if self.completed >= self._wake_at or (self.failure is not None and self._targets):
                 with self._cond:
                     self._cond.notify_all()
 
@@ -230,9 +258,7 @@ def run_groups(job: _GroupJob, local: threading.local, start: int, end: int) -> 
         status = fn(args, address)
         if status:
             if job.fault is None:
-                job.fault = OffloadError(
-                    ErrorCode.BACKEND_FAILURE,
-                    f"kernel '{job.name}' faulted: it returned {status} in work-group ({x}, {y}, {z})")
+                job.fault = kernel_fault(job.name, status, (x, y, z))
             return
 
 
@@ -270,6 +296,8 @@ class GroupPool:
     def run(self, fn: Any, args: bytes | None, num_groups: tuple[int, int, int],
             group_size: tuple[int, int, int], dyn: int, name: str) -> None:
         """Run every work-group of a launch and return when all are done; raise on a fault."""
+        num_groups = (int(num_groups[0]), int(num_groups[1]), int(num_groups[2]))
+        group_size = (int(group_size[0]), int(group_size[1]), int(group_size[2]))
         total = num_groups[0] * num_groups[1] * num_groups[2]
         if total == 1:
             launch, address = _thread_state(self._local, dyn)
@@ -278,8 +306,7 @@ class GroupPool:
             launch.bx, launch.by, launch.bz = group_size
             status = fn(args, address)
             if status:
-                raise OffloadError(ErrorCode.BACKEND_FAILURE,
-                                   f"kernel '{name}' faulted: it returned {status} in work-group (0, 0, 0)")
+                raise kernel_fault(name, status, (0, 0, 0))
             return
         helpers = min(self.size, total) - 1
         nchunks = min(total, (helpers + 1) * 4)

@@ -17,6 +17,7 @@ from .image import DeviceImage, GenericKernel, GlobalVariable
 from .resources import AsyncInfo, GenericEvent, ResourcePool
 
 Dim3 = tuple[int, int, int]
+_U32 = 0xFFFFFFFF
 
 
 class PluginUnavailable(Exception):
@@ -43,6 +44,7 @@ class GenericDevice:
         self.max_group_size = 0
         self.max_group_dims: Dim3 = (0, 0, 0)
         self.max_local_memory = 0
+        self._valid_shapes: set[tuple[Dim3, Dim3, int]] = set()  # launch shapes that passed the checks
         self.initialized = False
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -142,29 +144,56 @@ class GenericDevice:
         self._unload_binary_impl(image)
 
     # ---- kernels ---------------------------------------------------------------------------
-    def launch_kernel(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
+    def launch_kernel(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
                       dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
-        """Launch ``kernel`` over ``num_groups`` work-groups of ``group_size`` items."""
+        """Launch ``kernel`` over ``num_groups`` work-groups of ``group_size`` items.
+
+        ``num_groups``/``group_size`` are (x, y, z) tuples of ints; each must be at least 1,
+        the group within the device's limits, the work-group memory within its size.
+        """
         if queue is not None and queue.failure is not None:
             raise queue.failure.queue_error()
+        shape = (num_groups, group_size, dyn_shared_memory)
+        if shape not in self._valid_shapes:
+            self._check_launch_shape(num_groups, group_size, dyn_shared_memory)
+            if len(self._valid_shapes) < 4096:
+                self._valid_shapes.add(shape)
+        if kernel.image.unloaded:
+            kernel.image.check_loaded()
+        self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
+
+    def _check_launch_shape(self, num_groups: Dim3, group_size: Dim3, dyn: int) -> None:
         gx, gy, gz = num_groups
         bx, by, bz = group_size
-        if gx < 1 or gy < 1 or gz < 1 or bx < 1 or by < 1 or bz < 1:
-            raise OffloadError(ErrorCode.INVALID_SIZE,
-                               f"launch dimensions must be positive: num_groups={num_groups}, group_size={group_size}")
         mx, my, mz = self.max_group_dims
-        if bx > mx or by > my or bz > mz or bx * by * bz > self.max_group_size:
-            raise OffloadError(ErrorCode.INVALID_SIZE,
-                               f"group size {group_size} exceeds the device limit {self.max_group_dims} "
-                               f"/ {self.max_group_size} items")
-        if gx > 0xFFFFFFFF or gy > 0xFFFFFFFF or gz > 0xFFFFFFFF:
-            raise OffloadError(ErrorCode.INVALID_SIZE, f"num_groups {num_groups} exceeds 32 bits")
-        if dyn_shared_memory < 0 or dyn_shared_memory > self.max_local_memory:
-            raise OffloadError(ErrorCode.INVALID_SIZE,
-                               f"dynamic shared memory {dyn_shared_memory} exceeds the device's "
-                               f"{self.max_local_memory} bytes of work-group memory")
-        kernel.image.check_loaded()
-        self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
+        try:
+            valid = (0 < gx <= _U32 and 0 < gy <= _U32 and 0 < gz <= _U32 and 0 < bx <= mx and 0 < by <= my
+                     and 0 < bz <= mz and bx * by * bz <= self.max_group_size
+                     and 0 <= dyn <= self.max_local_memory
+                     and (gx | gy | gz | bx | by | bz | dyn) >= 0)  # ints only
+        except TypeError:
+            valid = False
+        if not valid:
+            raise self._launch_size_error(num_groups, group_size, dyn)
+
+    def _launch_size_error(self, num_groups: Dim3, group_size: Dim3, dyn: object) -> OffloadError:
+        values = (*num_groups, *group_size, dyn)
+        if not all(type(v) is int or type(v) is bool for v in values):
+            return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                f"launch sizes must be integers: num_groups={num_groups}, group_size={group_size}, "
+                                f"dyn_shared_memory={dyn!r}")
+        if min(values[:6]) < 1:
+            return OffloadError(ErrorCode.INVALID_SIZE,
+                                f"launch dimensions must be positive: num_groups={num_groups}, group_size={group_size}")
+        if max(num_groups) > _U32:
+            return OffloadError(ErrorCode.INVALID_SIZE, f"num_groups {num_groups} exceeds 32 bits")
+        if isinstance(dyn, int) and not 0 <= dyn <= self.max_local_memory:
+            return OffloadError(ErrorCode.INVALID_SIZE,
+                                f"dynamic shared memory {dyn} is outside 0..{self.max_local_memory}, the device's "
+                                f"work-group memory")
+        return OffloadError(ErrorCode.INVALID_SIZE,
+                            f"group size {group_size} exceeds the device limit {self.max_group_dims} / "
+                            f"{self.max_group_size} items")
 
     def calculate_optimal_occupancy(self, kernel: GenericKernel, shared_memory: int) -> int:
         kernel.image.check_loaded()

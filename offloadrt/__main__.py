@@ -1,0 +1,173 @@
+"""``python -m offloadrt info [--json]``: what offloadrt finds on this machine.
+
+Like LLVM's ``llvm-offload-device-info``: the version, the number of devices, and for each
+device its platform and device info; platforms without devices are listed with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from . import __version__
+from .api import _state
+from .api import olGetDeviceInfo, olGetPlatformInfo, olInit, olIterateDevices, olShutDown
+from .api.handles import Device
+from .errors import OffloadError
+from .types import DeviceInfo, Dimensions, FpCapabilityFlag, PlatformInfo
+
+API_VERSION = "0.0.1"
+
+PLATFORM_LINES = [
+    ("Platform Name", PlatformInfo.NAME),
+    ("Platform Vendor Name", PlatformInfo.VENDOR_NAME),
+    ("Platform Version", PlatformInfo.VERSION),
+    ("Platform Backend", PlatformInfo.BACKEND),
+]
+DEVICE_LINES = [
+    ("Name", DeviceInfo.NAME, ""),
+    ("Product Name", DeviceInfo.PRODUCT_NAME, ""),
+    ("UID", DeviceInfo.UID, ""),
+    ("Type", DeviceInfo.TYPE, ""),
+    ("Vendor", DeviceInfo.VENDOR, ""),
+    ("Driver Version", DeviceInfo.DRIVER_VERSION, ""),
+    ("Max Work Group Size", DeviceInfo.MAX_WORK_GROUP_SIZE, ""),
+    ("Max Work Group Size Per Dimension", DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION, ""),
+    ("Max Work Size", DeviceInfo.MAX_WORK_SIZE, ""),
+    ("Max Work Size Per Dimension", DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION, ""),
+    ("Vendor ID", DeviceInfo.VENDOR_ID, ""),
+    ("Num Compute Units", DeviceInfo.NUM_COMPUTE_UNITS, ""),
+    ("Max Clock Frequency", DeviceInfo.MAX_CLOCK_FREQUENCY, "MHz"),
+    ("Memory Clock Rate", DeviceInfo.MEMORY_CLOCK_RATE, "MHz"),
+    ("Address Bits", DeviceInfo.ADDRESS_BITS, ""),
+    ("Max Mem Allocation Size", DeviceInfo.MAX_MEM_ALLOC_SIZE, "B"),
+    ("Global Mem Size", DeviceInfo.GLOBAL_MEM_SIZE, "B"),
+    ("Work Group Shared Mem Size", DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE, "B"),
+    ("Single Precision Floating Point Capability", DeviceInfo.SINGLE_FP_CONFIG, ""),
+    ("Double Precision Floating Point Capability", DeviceInfo.DOUBLE_FP_CONFIG, ""),
+    ("Half Precision Floating Point Capability", DeviceInfo.HALF_FP_CONFIG, ""),
+    ("Native Vector Width For Char", DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR, ""),
+    ("Native Vector Width For Short", DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT, ""),
+    ("Native Vector Width For Int", DeviceInfo.NATIVE_VECTOR_WIDTH_INT, ""),
+    ("Native Vector Width For Long", DeviceInfo.NATIVE_VECTOR_WIDTH_LONG, ""),
+    ("Native Vector Width For Float", DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT, ""),
+    ("Native Vector Width For Double", DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE, ""),
+    ("Native Vector Width For Half", DeviceInfo.NATIVE_VECTOR_WIDTH_HALF, ""),
+]
+
+
+def _flags(value: FpCapabilityFlag) -> list[str]:
+    return [flag.name for flag in FpCapabilityFlag if flag in value and flag.name]
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, Dimensions):
+        return {"x": value.x, "y": value.y, "z": value.z}
+    if isinstance(value, FpCapabilityFlag):
+        return _flags(value)
+    if hasattr(value, "name") and isinstance(value, int):
+        return value.name
+    return value
+
+
+def _as_text(value: Any, unit: str) -> str:
+    if isinstance(value, Dimensions):
+        return f"{{x: {value.x}, y: {value.y}, z: {value.z}}}"
+    if isinstance(value, FpCapabilityFlag):
+        return f"{int(value)} {{ {' '.join(_flags(value))} }}" if value else "0 { }"
+    if hasattr(value, "name") and isinstance(value, int):
+        return str(value.name)
+    return f"{value} {unit}".rstrip()
+
+
+def collect() -> dict[str, Any]:
+    """Everything ``info`` shows, as plain data (the runtime must be initialised)."""
+    devices: list[Device] = []
+    olIterateDevices(lambda device, _: devices.append(device))
+    report: dict[str, Any] = {"offloadrt Version": __version__, "Liboffload Version": API_VERSION,
+                              "Num Devices": len(devices), "Devices": []}
+    for index, device in enumerate(devices):
+        entry: dict[str, Any] = {"Device ID": index}
+        platform = olGetDeviceInfo(device, DeviceInfo.PLATFORM)
+        for label, pprop in PLATFORM_LINES:
+            entry[label] = olGetPlatformInfo(platform, pprop)
+        for label, dprop, unit in DEVICE_LINES:
+            try:
+                entry[label] = (olGetDeviceInfo(device, dprop), unit)
+            except OffloadError as exc:
+                entry[label] = (exc, "")
+        gdev = device._gdev
+        entry["Details"] = list(gdev.details) if gdev is not None else []
+        report["Devices"].append(entry)
+    context = _state.STATE.context
+    report["Unavailable Platforms"] = {name: reason for name, reason in (context.unavailable if context else [])}
+    return report
+
+
+def print_text(report: dict[str, Any]) -> None:
+    print(f"offloadrt Version: {report['offloadrt Version']}")
+    print(f"Liboffload Version: {report['Liboffload Version']}")
+    print(f"Num Devices: {report['Num Devices']}")
+    for entry in report["Devices"]:
+        name = entry["Product Name"][0]
+        print(f"\n[{name if not isinstance(name, OffloadError) else 'device ' + str(entry['Device ID'])}]")
+        for label, _ in PLATFORM_LINES:
+            print(f"    {label}: {_as_text(entry[label], '')}")
+        for label, _, _ in DEVICE_LINES:
+            value, unit = entry[label]
+            shown = f"(not available: {value.details})" if isinstance(value, OffloadError) else _as_text(value, unit)
+            print(f"    {label}: {shown}")
+        for key, value in entry["Details"]:
+            print(f"    {key}: {value}")
+    unavailable = report["Unavailable Platforms"]
+    if unavailable:
+        print("\nPlatforms without devices:")
+        for name, reason in unavailable.items():
+            print(f"    {name}: {reason}")
+
+
+def to_json(report: dict[str, Any]) -> dict[str, Any]:
+    out = dict(report)
+    devices = []
+    for entry in report["Devices"]:
+        item: dict[str, Any] = {}
+        for key, value in entry.items():
+            if key == "Details":
+                item[key] = {k: v for k, v in value}
+            elif isinstance(value, tuple):
+                if not isinstance(value[0], OffloadError):
+                    item[key] = _as_json(value[0])
+            else:
+                item[key] = _as_json(value)
+        devices.append(item)
+    out["Devices"] = devices
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m offloadrt", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    info = commands.add_parser("info", help="show the platforms and devices offloadrt finds")
+    info.add_argument("--json", action="store_true", help="print the same data as one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        olInit()
+    except OffloadError as exc:
+        print(f"[offloadrt error {exc.code.name}]: {exc.details}", file=sys.stderr)
+        return 1
+    try:
+        report = collect()
+    finally:
+        olShutDown()
+    if args.json:
+        json.dump(to_json(report), sys.stdout, indent=2)
+        print()
+    else:
+        print_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
