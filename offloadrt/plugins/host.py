@@ -117,12 +117,21 @@ class HostDevice(GenericDevice):
     def _init_impl(self) -> None:
         self.groups = GroupPool(compute_units())
         self.queues: set[HostQueue] = set()  # every backend queue that exists
-        self._queues_lock = threading.Lock()  # guards queues
+        self._stopped: list[HostQueue] = []  # destroyed queues whose threads deinit joins
+        self._queues_lock = threading.Lock()  # guards queues and _stopped
         # Read-only launch structs of one-group launches without work-group memory, by group size.
         self._launch_structs: dict[Dim3, tuple[LaunchStruct, int]] = {}
 
     def _deinit_impl(self) -> None:
-        self.groups.shutdown()
+        """Stop the group pool and wait for the threads of destroyed queues (they are drained)."""
+        self.groups.shutdown(wait=True)
+        with self._queues_lock:
+            stopped, self._stopped = self._stopped, []
+        stuck = [queue for queue in stopped if not queue.join(timeout=10.0)]
+        if stuck:
+            raise OffloadError(ErrorCode.BACKEND_FAILURE,
+                               f"{len(stuck)} host queue thread(s) did not stop within 10 s "
+                               f"(a host function or kernel is still running)")
 
     def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
         info, self.details = host_device_info()
@@ -235,6 +244,9 @@ class HostDevice(GenericDevice):
         assert isinstance(queue, HostQueue)
         with self._queues_lock:
             self.queues.discard(queue)
+            if len(self._stopped) >= 64:
+                self._stopped = [q for q in self._stopped if q.is_alive()]
+            self._stopped.append(queue)
         queue.stop()
 
     def _synchronize_impl(self, queue: AsyncInfo) -> None:

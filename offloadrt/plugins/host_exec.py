@@ -156,6 +156,9 @@ class HostQueue(AsyncInfo):
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _serve(self) -> None:
         get = self._items.get
         while True:
@@ -320,8 +323,12 @@ class GroupPool:
         if job.fault is not None:
             raise job.fault
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = False) -> None:
+        """Ask the threads to exit once the work they hold is done; with ``wait``, join them."""
         with self._lock:
-            for _ in self._threads:
+            threads, self._threads = self._threads, []
+            for _ in threads:
                 self._tasks.put(None)
-            self._threads = []
+        if wait:
+            for thread in threads:
+                thread.join()
