@@ -8,6 +8,7 @@ its driver. A hook that receives ``queue=None`` must finish the work before retu
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ def _unsupported(what: str) -> OffloadError:
     return OffloadError(ErrorCode.UNSUPPORTED, f"{what} is not supported by this backend")
 
 
-class GenericDevice:
+class GenericDevice(ABC):
     """One device of a plugin. Public methods validate and delegate to ``_*_impl`` hooks."""
 
     def __init__(self, plugin: GenericPlugin, device_id: int):
@@ -292,97 +293,121 @@ class GenericDevice:
     def _deinit_impl(self) -> None:
         pass
 
+    @abstractmethod
     def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _free_impl(self, ptr: int, kind: AllocType) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        raise NotImplementedError
+        ...
 
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         raise _unsupported("device-to-device exchange")
 
+    @abstractmethod
     def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _is_valid_binary_impl(self, image: bytes) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _load_binary_impl(self, image: bytes) -> DeviceImage:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _unload_binary_impl(self, image: DeviceImage) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _launch_impl(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
-        raise NotImplementedError
+        ...
 
     def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
         raise _unsupported("occupancy calculation")
 
+    @abstractmethod
     def _create_queue_impl(self) -> AsyncInfo:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
         """Block until the queue drained or failed (record a failure with ``queue.fail``)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _query_impl(self, queue: AsyncInfo) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
-        raise NotImplementedError
+        ...
 
     def _has_running_work_impl(self, queue: AsyncInfo) -> bool:
         """For a failed queue: is something still executing (skipped work does not count)?"""
         return False
 
+    @abstractmethod
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _create_event_impl(self, queue: AsyncInfo) -> GenericEvent:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _sync_event_impl(self, event: GenericEvent) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _is_event_complete_impl(self, event: GenericEvent) -> bool:
-        raise NotImplementedError
+        ...
 
     def _destroy_event_impl(self, event: GenericEvent) -> None:
         pass
 
+    @abstractmethod
     def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
-        raise NotImplementedError
+        ...
 
 
-class GenericPlugin:
+class GenericPlugin(ABC):
     """A backend: finds its devices at ``init`` and releases them at ``deinit``.
 
     ``unavailable_reason`` says why a plugin has no devices (driver package or library
@@ -436,11 +461,13 @@ class GenericPlugin:
         return "unknown"
 
     # hooks
+    @abstractmethod
     def _init_impl(self) -> int:
-        raise NotImplementedError
+        ...
 
     def _deinit_impl(self) -> None:
         pass
 
+    @abstractmethod
     def _create_device(self, device_id: int) -> GenericDevice:
-        raise NotImplementedError
+        ...
