@@ -238,9 +238,7 @@ class GenericDevice(ABC):
         return done
 
     def has_pending_work(self, queue: AsyncInfo) -> bool:
-        """True while ``queue`` has work that has not finished (a failed queue has none left)."""
-        if queue.failure is not None:
-            return self._has_running_work_impl(queue)
+        """True while ``queue`` has work that has not finished (or been skipped after a failure)."""
         try:
             return self._has_pending_work_impl(queue)
         except OffloadError as exc:
@@ -373,10 +371,6 @@ class GenericDevice(ABC):
     @abstractmethod
     def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
         ...
-
-    def _has_running_work_impl(self, queue: AsyncInfo) -> bool:
-        """For a failed queue: is something still executing (skipped work does not count)?"""
-        return False
 
     @abstractmethod
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
