@@ -190,7 +190,11 @@ class HostDevice(GenericDevice):
         if symbol is None or symbol.kind != "function":
             what = "a global variable, not a kernel" if symbol is not None else "not exported by the program"
             raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': {what}")
-        return HostKernel(image, name, KERNEL_PROTOTYPE((name, image.lib)))
+        try:
+            fn = KERNEL_PROTOTYPE((name, image.lib))
+        except AttributeError as exc:
+            raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': the loader cannot resolve it: {exc}") from None
+        return HostKernel(image, name, fn)
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, HostImage)
@@ -198,7 +202,11 @@ class HostDevice(GenericDevice):
         if symbol is None or symbol.kind != "object":
             what = "a function, not a global variable" if symbol is not None else "not exported by the program"
             raise OffloadError(ErrorCode.NOT_FOUND, f"global variable '{name}': {what}")
-        address = ctypes.addressof(ctypes.c_char.in_dll(image.lib, name))
+        try:
+            address = ctypes.addressof(ctypes.c_char.in_dll(image.lib, name))
+        except ValueError as exc:
+            raise OffloadError(ErrorCode.NOT_FOUND,
+                               f"global variable '{name}': the loader cannot resolve it: {exc}") from None
         return GlobalVariable(image, name, address, symbol.size)
 
     # kernels

@@ -54,6 +54,37 @@ def check_image(image: bytes) -> None:
     if e_type != ET_DYN:
         raise OffloadError(ErrorCode.INVALID_BINARY,
                            f"image is not a shared object (ELF type {e_type}); build it with `cc -shared -fPIC`")
+    _check_extents(image, endian)
+
+
+def _check_extents(image: bytes, endian: str) -> None:
+    """Every table and loadable segment the header names must lie inside the image.
+
+    The dynamic loader maps segments straight from the file: one that runs past the end of a
+    truncated image would fault (SIGBUS) on first touch instead of failing cleanly.
+    """
+    size = len(image)
+    wide = image[4] == 2
+    if wide:
+        phoff, shoff = struct.unpack_from(endian + "QQ", image, 0x20)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", image, 0x36)
+        segment = endian + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
+    else:
+        phoff, shoff = struct.unpack_from(endian + "II", image, 0x1C)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", image, 0x2A)
+        segment = endian + "IIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz
+    if phnum == 0 or phoff + phnum * phentsize > size or phentsize < struct.calcsize(segment):
+        raise OffloadError(ErrorCode.INVALID_BINARY, "truncated or missing program header table")
+    if shnum and shoff + shnum * shentsize > size:
+        raise OffloadError(ErrorCode.INVALID_BINARY, "truncated section header table")
+    for index in range(phnum):
+        fields = struct.unpack_from(segment, image, phoff + index * phentsize)
+        p_type = fields[0]
+        offset, filesz = (fields[2], fields[5]) if wide else (fields[1], fields[4])
+        if p_type == 1 and offset + filesz > size:  # PT_LOAD
+            raise OffloadError(ErrorCode.INVALID_BINARY,
+                               f"truncated image: loadable segment {index} ends at byte {offset + filesz}, "
+                               f"the image has {size}")
 
 
 @dataclass(frozen=True)
@@ -93,19 +124,30 @@ def read_symbols(image: bytes) -> dict[str, ElfSymbol]:
 
 
 def dlopen_image(image: bytes) -> ctypes.CDLL:
-    """Load ``image`` as a new, private library (``RTLD_LOCAL | RTLD_NOW``)."""
+    """Load ``image`` as a new, private library (``RTLD_LOCAL | RTLD_NOW``).
+
+    The memfd stays open until :func:`dlclose`: the loader matches libraries by path, so a
+    path that another loaded program could reuse (a closed fd number) would hand back that
+    program instead of loading this one.
+    """
     mode = os.RTLD_LOCAL | os.RTLD_NOW
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("offloadrt-program", os.MFD_CLOEXEC)
         try:
             _write_all(fd, image)
-            return _dlopen(f"/proc/self/fd/{fd}", mode)
-        finally:
+            lib = _dlopen(f"/proc/self/fd/{fd}", mode)
+        except BaseException:
             os.close(fd)
+            raise
+        _OPEN_FDS[lib._handle] = fd  # type: ignore[attr-defined]
+        return lib
     with tempfile.NamedTemporaryFile(prefix="offloadrt-program-", suffix=".so") as tmp:
         tmp.write(image)
         tmp.flush()
         return _dlopen(tmp.name, mode)
+
+
+_OPEN_FDS: dict[int, int] = {}  # library handle -> the memfd it was loaded from
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -124,4 +166,8 @@ def _dlopen(path: str, mode: int) -> ctypes.CDLL:
 
 def dlclose(lib: ctypes.CDLL) -> None:
     """Unload ``lib``; its destructors run now. No function of it may be called afterwards."""
-    _ctypes.dlclose(lib._handle)  # type: ignore[attr-defined]
+    handle = lib._handle  # type: ignore[attr-defined]
+    _ctypes.dlclose(handle)
+    fd = _OPEN_FDS.pop(handle, None)
+    if fd is not None:
+        os.close(fd)
