@@ -266,6 +266,7 @@ def entry_point(impl: Callable[..., Any]) -> Callable[..., Any]:
     public.__doc__ = impl.__doc__
     public.__module__ = impl.__module__
     public.__qualname__ = name
-    public.__wrapped__ = impl
+    public.__signature__ = inspect.signature(impl).replace(parameters=params)
+    public.__offloadrt_impl__ = impl
     return public  # type: ignore[no-any-return]
 

@@ -202,8 +202,8 @@ def size_value(value: object, what: str) -> int:
         size = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} must be an integer, got {type(value).__name__}") from None
-    if size < 0:
-        raise OffloadError(ErrorCode.INVALID_SIZE, f"{what} must not be negative, got {size}")
+    if size < 0 or size >= 1 << 64:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"{what} must be in 0 .. 2**64-1, got {size}")
     return size
 
 

@@ -83,8 +83,8 @@ class GenericDevice(ABC):
 
     # ---- memory ----------------------------------------------------------------------------
     def data_alloc(self, size: int, kind: AllocType) -> int:
-        if size <= 0:
-            raise OffloadError(ErrorCode.INVALID_SIZE, f"allocation size must be positive, got {size}")
+        if not 0 < size < 1 << 64:
+            raise OffloadError(ErrorCode.INVALID_SIZE, f"allocation size must be in 1 .. 2**64-1, got {size}")
         ptr = self._alloc_impl(size, kind)
         if not ptr:
             raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"failed to allocate {size} bytes of {kind.name} memory")
