@@ -105,7 +105,9 @@ class Context:
                 continue
             if not plugin.devices:
                 self.unavailable.append((plugin.name, plugin.unavailable_reason or "no devices"))
-                plugin.deinit()
+                for error in plugin.deinit():
+                    warnings.warn(f"offloadrt: while stopping {plugin.name} (no devices): {error}", OffloadWarning,
+                                  stacklevel=4)
                 continue
             platform = Platform(plugin)
             platform.devices = [Device(platform, gdev) for gdev in plugin.devices]
@@ -163,12 +165,12 @@ def _drain_device(device: Device) -> list[OffloadError]:
 
 def release_backend_queue(gdev: Any, ai: Any) -> None:
     """Sync ``ai`` and give it back to its pool; a failure nobody saw becomes a warning."""
+    seen = ai.failure is not None and ai.failure.observed
     try:
         gdev.synchronize(ai, release=True)
     except OffloadError:
         failure = ai.failure
-        if failure is not None and not failure.observed:
-            failure.observed = True
+        if failure is not None and not seen:
             warnings.warn(f"offloadrt: a destroyed queue failed and nobody synced it: {failure.error}",
                           OffloadWarning, stacklevel=3)
 

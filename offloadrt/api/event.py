@@ -21,10 +21,14 @@ def olCreateEvent(ctx: Context, queue: Queue) -> Event:
 
 @entry_point
 def olDestroyEvent(ctx: Context, event: Event) -> None:
-    ev = live_event(event)
+    live_event(event)
     assert isinstance(event, Event)
-    event._ev = None
-    ev.device.destroy_event(ev)  # type: ignore[attr-defined]
+    with event.device.lock:  # claim the handle: of two racing destroys, one wins
+        ev = event._ev
+        if ev is None:
+            raise OffloadError(ErrorCode.INVALID_EVENT, f"event {event!r} has been destroyed")
+        event._ev = None
+    ev.device.destroy_event(ev)  # type: ignore[attr-defined]  # type: ignore[attr-defined]
 
 
 @entry_point

@@ -152,6 +152,8 @@ def live_event(event: object, what: str = "event") -> GenericEvent:
     ev = event._ev
     if ev is None:
         raise OffloadError(ErrorCode.INVALID_EVENT, f"{what} {event!r} has been destroyed")
+    if event.device._gdev is None:
+        raise OffloadError(ErrorCode.INVALID_EVENT, f"{what} {event!r} belongs to a runtime that was shut down")
     return ev
 
 

@@ -72,18 +72,20 @@ def olCreateQueue(ctx: Context, device: Device) -> Queue:
 def olDestroyQueue(ctx: Context, queue: Queue) -> None:
     """Destroy ``queue`` without waiting: an idle backend queue goes back to the pool at once,
     a busy one is parked and its work still completes. Events of the queue stay valid."""
-    ai = live_queue(queue)
+    live_queue(queue)
     assert isinstance(queue, Queue)
     device = queue.device
     gdev = live_device(device)
-    queue._ai = None
+    with device.lock:  # claim the handle: of two racing destroys, one wins
+        ai = queue._ai
+        if ai is None:
+            raise OffloadError(ErrorCode.INVALID_QUEUE, f"queue {queue!r} has been destroyed")
+        queue._ai = None
+        device.live_queues.discard(queue)
     if gdev.has_pending_work(ai):
         with device.lock:
-            device.live_queues.discard(queue)
             device.parked.append(ai)
         return
-    with device.lock:
-        device.live_queues.discard(queue)
     release_backend_queue(gdev, ai)
 
 
