@@ -286,7 +286,8 @@ class HostDevice(GenericDevice):
 
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(event, HostEvent) and isinstance(queue, HostQueue)
-        if not event.latch.is_open:
+        # An open latch with no failure is final (skip sets the failure before it opens).
+        if not event.latch.is_open or event.failure is not None:
             queue.submit(_wait_item, (queue, event))
 
     def _sync_event_impl(self, event: GenericEvent) -> None:

@@ -261,8 +261,8 @@ class GenericDevice(ABC):
         """Make later work on ``queue`` wait for ``event``; its queue's failure spreads to ``queue``."""
         if queue.failure is not None:
             raise queue.failure.queue_error()
-        if event.failure is not None:
-            queue.adopt(event.failure)
+        if event.failure is not None and not self.has_pending_work(queue):
+            queue.adopt(event.failure)  # nothing earlier on the queue can be lost: fail now
             return
         self._wait_event_impl(event, queue)
 
@@ -383,6 +383,8 @@ class GenericDevice(ABC):
 
     @abstractmethod
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        """Order later work on ``queue`` after ``event``; if the event's queue failed (now or
+        later), ``queue`` must adopt that failure at this point of its order."""
         ...
 
     @abstractmethod
