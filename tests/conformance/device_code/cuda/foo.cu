@@ -1,0 +1,1 @@
+extern "C" __global__ void foo(unsigned int *out) { out[threadIdx.x] = threadIdx.x; }

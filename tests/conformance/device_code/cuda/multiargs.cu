@@ -1,0 +1,1 @@
+extern "C" __global__ void multiargs(char a, int *b, short c) { b[threadIdx.x] = a + c + (int)threadIdx.x; }

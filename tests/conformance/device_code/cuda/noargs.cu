@@ -1,0 +1,1 @@
+extern "C" __global__ void noargs() {}
