@@ -127,6 +127,15 @@ class HostQueue(AsyncInfo):
     def is_idle(self) -> bool:
         return self.completed == self.submitted
 
+    def fail(self, error: OffloadError) -> QueueFailure:
+        failure = AsyncInfo.fail(self, error)
+        self._wake_at = 0  # wake every sync waiter at once: they return QUEUE_ERROR
+        return failure
+
+    def adopt(self, failure: QueueFailure) -> None:
+        AsyncInfo.adopt(self, failure)
+        self._wake_at = 0
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every item submitted so far finished or the queue failed."""
         target = self.submitted
@@ -184,7 +193,7 @@ class HostQueue(AsyncInfo):
             elif tag == CALL and extra is not None:
                 extra(arg, failure)
             self.completed += 1
-            if self.completed >= self._wake_at or (self.failure is not None and self._targets):
+            if self.completed >= self._wake_at:
                 with self._cond:
                     self._cond.notify_all()
 
