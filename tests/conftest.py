@@ -1,20 +1,32 @@
-"""Shared fixtures: a running runtime, the host device, and test kernels built with cc."""
+"""Shared fixtures and helpers: a running runtime, the host device, test kernels built with cc,
+host memory, gates that hold a queue, calls guarded by a timeout, and a second device."""
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import shutil
+import struct
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, final
 
 import pytest
+from fake_plugins import TWIN_PLATFORM_NAME, Factory, HostTwinPlugin, registered
 
 import offloadrt
-from offloadrt import api
+from offloadrt import AllocType, api
 
 KERNELS = Path(__file__).parent / "kernels"
+# Longest a test waits for work that should finish at once.
+TIMEOUT = 10.0
+# A gate left closed by a failed test lets its queue go after this long, so the runtime can still
+# shut down.
+SAFETY = 30.0
+# A hang guard only, for a group of threads (run_threads) that finishes in a few seconds.
+JOIN_TIMEOUT = 60.0
 
 
 def compile_kernels(source: Path, out_dir: Path, extra: tuple[str, ...] = ()) -> bytes:
@@ -59,13 +71,18 @@ def all_devices() -> list[api.Device]:
     return devices
 
 
-@pytest.fixture
-def host(runtime: None) -> api.Device:
-    """The host device of a running runtime."""
+def find_host() -> api.Device:
+    """The host device of the running runtime."""
     for device in all_devices():
         if api.olGetDeviceInfo(device, offloadrt.DeviceInfo.TYPE) == offloadrt.DeviceType.HOST:
             return device
     raise AssertionError("no host device")
+
+
+@pytest.fixture
+def host(runtime: None) -> api.Device:
+    """The host device of a running runtime."""
+    return find_host()
 
 
 @pytest.fixture
@@ -98,3 +115,157 @@ def expect_error(code: offloadrt.ErrorCode, fn, *args, **kwargs) -> offloadrt.Of
     assert info.value.code == code, f"expected {code.name}, got {info.value!r}"
     assert info.value.details, "an error must say what was wrong"
     return info.value
+
+
+def kernel(program: api.Program, name: str) -> api.Symbol:
+    return api.olGetSymbol(program, name, offloadrt.SymbolKind.KERNEL)
+
+
+def alloc_u32(device: api.Device, count: int = 1) -> tuple[int, ctypes.Array]:
+    """``count`` zeroed uint32 of host memory: (address, view)."""
+    address = api.olMemAlloc(device, AllocType.HOST, 4 * count)
+    view = u32_view(address, count)
+    for i in range(count):
+        view[i] = 0
+    return address, view
+
+
+def increment(queue: api.Queue, device: api.Device, program: api.Program, counter: int) -> None:
+    """Enqueue basic.c's ``increment`` of the uint32 at ``counter``."""
+    api.olLaunchKernel(queue, device, kernel(program, "increment"), struct.pack("<Q", counter), launch_args())
+
+
+@pytest.fixture
+def alloc(host: api.Device) -> Iterator[Callable[..., int]]:
+    """``alloc(size, kind=HOST)`` → the address of ``size`` bytes; everything is freed after the test."""
+    live: list[int] = []
+
+    def _alloc(size: int, kind: AllocType = AllocType.HOST) -> int:
+        address = api.olMemAlloc(host, kind, size)
+        live.append(address)
+        return address
+
+    yield _alloc
+    for address in live:
+        api.olMemFree(address)
+
+
+# ---- holding a queue, bounding a call ----------------------------------------------------------
+
+@final
+class Gate:
+    """A host function that blocks its queue until the test opens it (upstream's
+    ManuallyTriggeredTask); work behind it is really pending. ``entered`` is set once the queue
+    reached it.
+
+    ``Gate(queue)`` launches it on ``queue`` at once. As a context manager it waits until the queue
+    reached it and always opens on exit, so a failing test cannot leave a queue stuck.
+    """
+
+    def __init__(self, queue: api.Queue | None = None) -> None:
+        self.opened = threading.Event()
+        self.entered = threading.Event()
+        if queue is not None:
+            api.olLaunchHostFunction(queue, self)
+
+    def __call__(self, _user_data: object) -> None:
+        self.entered.set()
+        if not self.opened.wait(SAFETY):
+            raise TimeoutError("a test gate was never opened")
+
+    def open(self) -> None:
+        self.opened.set()
+
+    def __enter__(self) -> Gate:
+        assert self.entered.wait(SAFETY), "the queue never reached the gate"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.open()
+
+
+@pytest.fixture
+def gate(runtime: None) -> Iterator[Callable[..., Gate]]:
+    """``gate()`` makes a Gate, ``gate(queue)`` one launched on ``queue``; every gate is opened
+    before the runtime shuts down."""
+    made: list[Gate] = []
+
+    def make(queue: api.Queue | None = None) -> Gate:
+        g = Gate(queue)
+        made.append(g)
+        return g
+
+    yield make
+    for g in made:
+        g.open()
+
+
+def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float = TIMEOUT) -> Any:
+    """``fn(*args)`` on a helper thread; fails the test if it does not return within ``timeout``."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001  # re-raised below, in the test's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} did not return within {timeout} s"
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def run_threads(count: int, body: Callable[[int], None], timeout: float = JOIN_TIMEOUT) -> None:
+    """Run ``body(index)`` on ``count`` threads that start together; re-raise the first failure.
+
+    Fails if any thread is still running after ``timeout`` (a hang), and reports every exception
+    raised in any thread.
+    """
+    start = threading.Barrier(count)
+    failures: list[tuple[int, BaseException]] = []
+    lock = threading.Lock()
+
+    def target(index: int) -> None:
+        try:
+            start.wait(timeout)
+            body(index)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            with lock:
+                failures.append((index, exc))
+
+    threads = [threading.Thread(target=target, args=(i,), name=f"test-worker-{i}", daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    stuck = [t.name for t in threads if t.is_alive()]
+    assert not stuck, f"threads did not finish within {timeout} s: {stuck}"
+    if failures:
+        index, first = failures[0]
+        raise AssertionError(f"{len(failures)} thread(s) failed; thread {index}: {first!r}") from first
+
+
+# ---- a second device -----------------------------------------------------------------------------
+
+@pytest.fixture
+def two_devices() -> Iterator[tuple[api.Device, api.Device]]:
+    """A running runtime's host device and a second device of another platform (a registered twin of
+    the host plugin, see :class:`fake_plugins.HostTwinPlugin`); the registry is restored afterwards.
+
+    The machine may have no device but the host; the INVALID_DEVICE rules live in the generic
+    ``ol*`` layer, so a second real CPU device from a second plugin exercises them honestly.
+    """
+    with registered(Factory(HostTwinPlugin, offloadrt.PlatformBackend.UNKNOWN)):
+        api.olInit()
+        try:
+            host = find_host()
+            twin = next(d for d in all_devices()
+                        if api.olGetPlatformInfo(api.olGetDeviceInfo(d, offloadrt.DeviceInfo.PLATFORM),
+                                                 offloadrt.PlatformInfo.NAME) == TWIN_PLATFORM_NAME)
+            yield host, twin
+        finally:
+            api.olShutDown()

@@ -14,6 +14,9 @@ any Linux machine:
   has no driver and also fails to de-initialise.
 - :class:`FailingDeinitPlugin` is a :class:`FakeGpuPlugin` stand-in whose backend de-initialisation
   fails with an :class:`OffloadError`.
+- :class:`HostTwinPlugin` is no GPU stand-in but a second real CPU platform: the host plugin's code
+  under another backend (``UNKNOWN`` in the ``two_devices`` fixture), its device typed ``CPU``,
+  for the tests that need two devices on a machine that has only the host.
 
 :func:`registered` registers stand-ins for the duration of a ``with`` block and always restores
 the registry (with the factory each registration replaced) on the way out.
@@ -124,6 +127,31 @@ class FailingDeinitPlugin(FakeGpuPlugin):
     def _deinit_impl(self) -> None:
         super()._deinit_impl()
         raise OffloadError(ErrorCode.BACKEND_FAILURE, f"{self.name}: stand-in driver refused to shut down")
+
+
+TWIN_PLATFORM_NAME = "host-twin"
+
+
+class HostTwinDevice(HostDevice):
+    """A second CPU device: the host backend's code behind a second platform, typed CPU."""
+
+    def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
+        info = dict(super()._obtain_info_impl())
+        info[DeviceInfo.TYPE] = DeviceType.CPU
+        return info
+
+
+class HostTwinPlugin(HostPlugin):
+    """The host plugin under another backend and the platform name ``host-twin``."""
+
+    name = TWIN_PLATFORM_NAME
+
+    def __init__(self, backend: PlatformBackend = PlatformBackend.UNKNOWN) -> None:
+        super().__init__()
+        self.backend = backend  # type: ignore[misc]
+
+    def _create_device(self, device_id: int) -> GenericDevice:
+        return HostTwinDevice(self, device_id)
 
 
 class Factory:

@@ -11,84 +11,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import expect_error, launch_args, u32_view
+from conftest import SAFETY, TIMEOUT, Gate, alloc_u32, call_with_timeout, expect_error, increment, kernel, launch_args
 
-from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, OffloadWarning, QueueInfo, SymbolKind, api
+from offloadrt import ErrorCode, EventInfo, OffloadError, OffloadWarning, QueueInfo, api
 
-TIMEOUT = 10.0
-SAFETY = 30.0
 FAULT = 4242  # what fail_with returns: it must show up in the error
-
-
-class Gate:
-    """A host function that blocks its queue until the test opens it."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.entered = threading.Event()
-
-    def __call__(self, _user_data: object) -> None:
-        self.entered.set()
-        if not self.opened.wait(SAFETY):
-            raise TimeoutError("a test gate was never opened")
-
-    def open(self) -> None:
-        self.opened.set()
-
-
-@pytest.fixture
-def gate(runtime: None) -> Iterator[Callable[[], Gate]]:
-    """``gate()`` makes a Gate; every gate is opened before the runtime shuts down."""
-    made: list[Gate] = []
-
-    def make() -> Gate:
-        g = Gate()
-        made.append(g)
-        return g
-
-    yield make
-    for g in made:
-        g.open()
-
-
-def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float = TIMEOUT) -> Any:
-    """``fn(*args)`` on a helper thread; fails the test if it does not return within ``timeout``."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001  # re-raised below, in the test's thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} did not return within {timeout} s"
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
 
 
 def expect_queue_error(fn: Callable[..., Any], *args: Any) -> OffloadError:
     """``fn(*args)`` (guarded by a timeout) must raise QUEUE_ERROR."""
     return expect_error(ErrorCode.QUEUE_ERROR, call_with_timeout, fn, *args)
-
-
-def kernel(program: api.Program, name: str) -> api.Symbol:
-    return api.olGetSymbol(program, name, SymbolKind.KERNEL)
-
-
-def alloc_u32(device: api.Device, count: int = 1):
-    address = api.olMemAlloc(device, AllocType.HOST, 4 * count)
-    view = u32_view(address, count)
-    for i in range(count):
-        view[i] = 0
-    return address, view
-
-
-def increment(queue: api.Queue, device: api.Device, program: api.Program, counter: int) -> None:
-    api.olLaunchKernel(queue, device, kernel(program, "increment"), struct.pack("<Q", counter), launch_args())
 
 
 def fault(queue: api.Queue, device: api.Device, program: api.Program, groups: int = 1) -> None:
@@ -127,8 +59,7 @@ def assert_kernel_fault(error: OffloadError | None) -> None:
 def test_kernel_fault_fails_the_queue_and_skips_later_work(host, queue, basic, gate, never, groups):
     counter, view = alloc_u32(host)
     ran = threading.Event()
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     fault(queue, host, basic, groups)
     increment(queue, host, basic, counter)
     api.olLaunchHostFunction(queue, lambda _: ran.set())
@@ -148,8 +79,7 @@ def test_kernel_fault_fails_the_queue_and_skips_later_work(host, queue, basic, g
 
 def test_raising_host_function_fails_the_queue(host, queue, basic, gate, never):
     counter, view = alloc_u32(host)
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     api.olLaunchHostFunction(queue, raise_value_error)
     increment(queue, host, basic, counter)
     after = api.olCreateEvent(queue)
@@ -168,8 +98,7 @@ def test_raising_host_function_fails_the_queue(host, queue, basic, gate, never):
 def test_sync_already_waiting_returns_promptly_on_failure(host, queue, basic, gate, never):
     """A sync that is already waiting when the fault happens returns with QUEUE_ERROR at once,
     though the work behind the fault would block forever."""
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     fault(queue, host, basic)
     api.olLaunchHostFunction(queue, block_forever(never))
     event = api.olCreateEvent(queue)
@@ -235,8 +164,7 @@ def test_healthy_queues_are_unaffected(host, basic, gate):
     counter, view = alloc_u32(host)
     bad = api.olCreateQueue(host)
     good = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(bad, g)
+    g = gate(bad)
     fault(bad, host, basic)
     increment(good, host, basic, counter)
     before = api.olCreateEvent(good)
@@ -262,8 +190,7 @@ def test_waiting_queue_fails_and_names_the_first_queue(host, basic, gate, never)
     counter, view = alloc_u32(host)
     first = api.olCreateQueue(host)
     waiter = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(first, g)
+    g = gate(first)
     fault(first, host, basic)
     failed_event = api.olCreateEvent(first)
     api.olWaitEvents(waiter, [failed_event])
@@ -288,8 +215,7 @@ def test_chain_of_three_queues_names_the_first(host, basic, gate, never):
     counters, view = alloc_u32(host, 3)
     a, b, c = (api.olCreateQueue(host) for _ in range(3))
     healthy = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(a, g)
+    g = gate(a)
     api.olLaunchHostFunction(a, raise_value_error)
     increment(a, host, basic, counters)
     event_a = api.olCreateEvent(a)
@@ -317,11 +243,10 @@ def test_chain_of_three_queues_names_the_first(host, basic, gate, never):
         api.olDestroyQueue(q)
 
 
-def failed_event(host: api.Device, basic: api.Program, gate: Callable[[], Gate]) -> tuple[api.Queue, api.Event]:
+def failed_event(host: api.Device, basic: api.Program, gate: Callable[..., Gate]) -> tuple[api.Queue, api.Event]:
     """A queue that failed with a kernel fault, and an event it never reached."""
     first = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(first, g)
+    g = gate(first)
     fault(first, host, basic)
     event = api.olCreateEvent(first)
     g.open()
@@ -348,8 +273,7 @@ def test_work_before_a_wait_on_a_failed_event_still_runs(host, basic, gate):
     first, event = failed_event(host, basic, gate)
     counter, view = alloc_u32(host)
     waiter = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(waiter, g)
+    g = gate(waiter)
     increment(waiter, host, basic, counter)
     before_wait = api.olCreateEvent(waiter)
     api.olWaitEvents(waiter, [event])
@@ -402,8 +326,7 @@ def test_failed_idle_queue_is_destroyed_and_not_recycled(host, basic):
 def test_failed_busy_queue_is_parked_and_not_recycled(host, basic, gate, never):
     q = api.olCreateQueue(host)
     backend = q._ai
-    g = gate()
-    api.olLaunchHostFunction(q, g)
+    g = gate(q)
     fault(q, host, basic)
     api.olLaunchHostFunction(q, block_forever(never))
     event = api.olCreateEvent(q)  # the last item: once it is skipped, the queue has finished
@@ -419,8 +342,7 @@ def test_failed_busy_queue_is_parked_and_not_recycled(host, basic, gate, never):
 
 
 def test_event_info_on_a_failed_queue(host, queue, basic, gate):
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     fault(queue, host, basic)
     event = api.olCreateEvent(queue)
     g.open()

@@ -12,12 +12,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from conftest import expect_error, launch_args
+from conftest import JOIN_TIMEOUT, expect_error, find_host, launch_args, run_threads
 
 from offloadrt import AllocType, DeviceInfo, DeviceType, ErrorCode, EventInfo, MemInfo, OffloadError, SymbolKind, api
 from offloadrt.api import _state
 
-JOIN_TIMEOUT = 60.0  # a hang guard only; every test here finishes in a few seconds
 FILLER = 0xFFFFFFFF
 
 
@@ -40,42 +39,6 @@ def uninitialized_runtime() -> Iterator[None]:
             api.olShutDown()
         except OffloadError:
             pass
-
-
-def find_host() -> api.Device:
-    found: list[api.Device] = []
-    api.olIterateDevices(lambda d, _: found.append(d))
-    return next(d for d in found if api.olGetDeviceInfo(d, DeviceInfo.TYPE) == DeviceType.HOST)
-
-
-def run_threads(count: int, body: Callable[[int], None]) -> None:
-    """Run ``body(index)`` on ``count`` threads that start together; re-raise the first failure.
-
-    Fails if any thread is still running after ``JOIN_TIMEOUT`` (a hang), and reports every
-    exception raised in any thread.
-    """
-    start = threading.Barrier(count)
-    failures: list[tuple[int, BaseException]] = []
-    lock = threading.Lock()
-
-    def target(index: int) -> None:
-        try:
-            start.wait(JOIN_TIMEOUT)
-            body(index)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            with lock:
-                failures.append((index, exc))
-
-    threads = [threading.Thread(target=target, args=(i,), name=f"test-worker-{i}", daemon=True) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(JOIN_TIMEOUT)
-    stuck = [t.name for t in threads if t.is_alive()]
-    assert not stuck, f"threads did not finish within {JOIN_TIMEOUT} s: {stuck}"
-    if failures:
-        index, first = failures[0]
-        raise AssertionError(f"{len(failures)} thread(s) failed; thread {index}: {first!r}") from first
 
 
 def u32_array(address: int, count: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import expect_error, launch_args
+from conftest import call_with_timeout, expect_error, launch_args
 from fake_plugins import (
     BrokenDriverPlugin,
     Factory,
@@ -84,24 +84,11 @@ def offloadrt_threads() -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("offloadrt") and t.is_alive())
 
 
-def bounded(fn, *args, timeout: float = 60.0):
-    """``fn(*args)`` on a helper thread; fails instead of hanging the suite if it does not return."""
-    outcome: list[tuple[bool, object]] = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=target, name="test-bounded-call", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} did not return within {timeout} s"
-    ok, value = outcome[0]
-    if not ok:
-        raise value  # type: ignore[misc]
-    return value
+def running_context() -> _state.Context:
+    """The context of the running runtime (the test fails if there is none)."""
+    context = _state.STATE.context
+    assert context is not None, "the runtime is not running"
+    return context
 
 
 def assert_uninitialized() -> None:
@@ -321,7 +308,7 @@ def test_last_shutdown_drains_parked_queues_and_syncs_live_ones(build) -> None:
     api.olShutDown()  # not the last one: nothing is drained
     assert parked_log == [] and live_log == []
     gate.set()
-    bounded(api.olShutDown)
+    call_with_timeout(api.olShutDown, timeout=60.0)
     assert parked_log == ["gate", ("after spin", 1)]
     assert live_log == ["gate", ("after spin", 1)]
     assert parked_flag.value == 1 and live_flag.value == 1
@@ -393,8 +380,8 @@ def test_last_shutdown_frees_every_allocation() -> None:
         gpu_ptrs = [api.olMemAlloc(gpu, kind, 4096 + 100 * i) for i, kind in enumerate(AllocType)]
         host_ptrs = [api.olMemAlloc(host, kind, 128) for kind in AllocType]
         api.olMemFree(gpu_ptrs[0])
-        context = _state.STATE.context
-        assert context is not None and len(context.allocations) == 5
+        context = running_context()
+        assert len(context.allocations) == 5
         api.olShutDown()
         assert len(context.allocations) == 0
         assert sorted(fake.last.freed) == sorted(gpu_ptrs), "every allocation of the device is freed exactly once"
@@ -411,8 +398,7 @@ def test_last_shutdown_deinitialises_every_plugin() -> None:
     with registered(Factory(FakeGpuPlugin, PlatformBackend.CUDA),
                     Factory(MissingDriverPlugin, PlatformBackend.AMDGPU)) as (fake, missing):
         api.olInit()
-        context = _state.STATE.context
-        assert context is not None
+        context = running_context()
         plugins = [platform._plugin for platform in context.platforms]
         assert {p.backend for p in plugins} == {PlatformBackend.CUDA, HOST}
         for device in devices():
@@ -437,8 +423,7 @@ def test_plugin_with_missing_driver_reports_zero_devices_and_why() -> None:
         api.olInit()  # must not raise
         assert len(missing.instances) == 1
         assert [backend_of(d) for d in devices()] == [HOST]
-        context = _state.STATE.context
-        assert context is not None
+        context = running_context()
         reasons = dict(context.unavailable)
         assert MissingDriverPlugin.name in reasons
         assert "vendor package is not installed" in reasons[MissingDriverPlugin.name]
@@ -451,8 +436,7 @@ def test_plugin_whose_driver_fails_to_start_is_reported_not_raised() -> None:
         with pytest.warns(offloadrt.OffloadWarning, match="cuInit"):
             api.olInit()
         assert [backend_of(d) for d in devices()] == [HOST]
-        context = _state.STATE.context
-        assert context is not None
+        context = running_context()
         assert "cuInit" in dict(context.unavailable)[BrokenDriverPlugin.name]
         api.olShutDown()
         assert len(broken.instances) == 1
@@ -518,15 +502,14 @@ def test_shutdown_reports_every_plugin_failure_and_still_shuts_down() -> None:
     with registered(Factory(FailingDeinitPlugin, PlatformBackend.CUDA),
                     Factory(FailingDeinitPlugin, PlatformBackend.AMDGPU)) as (cuda, amd):
         api.olInit()
-        context = _state.STATE.context
-        assert context is not None
+        context = running_context()
         host_plugin = next(p._plugin for p in context.platforms if p.backend == HOST)
         gpu_ptrs = [api.olMemAlloc(d, AllocType.DEVICE, 256) for d in devices() if backend_of(d) != HOST]
         ptrs = gpu_ptrs + [api.olMemAlloc(host_device(), AllocType.DEVICE, 256)]
         for device in devices():
             api.olLaunchHostFunction(api.olCreateQueue(device), lambda _: None)
         with pytest.raises(OffloadError) as info:
-            bounded(api.olShutDown)
+            call_with_timeout(api.olShutDown, timeout=60.0)
         err = info.value
         assert len(err.errors) == 2, f"both plugin failures must be carried: {err!r}"
         assert all(isinstance(e, OffloadError) and e.code == ErrorCode.BACKEND_FAILURE for e in err.errors)

@@ -6,15 +6,12 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from conftest import expect_error, launch_args, u32_view
+from conftest import Gate, expect_error, kernel, launch_args, u32_view
 
 from offloadrt import (
-    AllocType,
     DeviceInfo,
     Dimensions,
     ErrorCode,
@@ -25,57 +22,13 @@ from offloadrt import (
     api,
 )
 
-KERNEL = SymbolKind.KERNEL
 GLOBAL = SymbolKind.GLOBAL_VARIABLE
 TIMEOUT_NS = 20_000_000_000  # how long the rendezvous kernels wait for the other groups
-
-
-class Gate:
-    """A host function that holds ``queue`` until :meth:`open`; later work waits behind it."""
-
-    def __init__(self, queue: api.Queue):
-        self.started = threading.Event()
-        self._release = threading.Event()
-        api.olLaunchHostFunction(queue, self._hold)
-
-    def _hold(self, _: object) -> None:
-        self.started.set()
-        if not self._release.wait(60):
-            raise RuntimeError("the gate was never opened")
-
-    def open(self) -> None:
-        self._release.set()
-
-    def __enter__(self) -> Gate:
-        assert self.started.wait(30), "the queue never reached the gate"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.open()
-
-
-@pytest.fixture
-def alloc(host: api.Device) -> Iterator:
-    """``alloc(size)`` → the address of ``size`` bytes of host memory, freed after the test."""
-    live: list[int] = []
-
-    def _alloc(size: int) -> int:
-        address = api.olMemAlloc(host, AllocType.HOST, size)
-        live.append(address)
-        return address
-
-    yield _alloc
-    for address in live:
-        api.olMemFree(address)
 
 
 @pytest.fixture
 def concurrency(host: api.Device, build) -> api.Program:
     return api.olCreateProgram(host, build("concurrency"))
-
-
-def kernel(program: api.Program, name: str) -> api.Symbol:
-    return api.olGetSymbol(program, name, KERNEL)
 
 
 def ptr_arg(address: int) -> bytes:

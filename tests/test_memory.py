@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import mmap
 import random
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from conftest import expect_error
+from conftest import Gate, expect_error, run_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,48 +28,6 @@ def read(address: int, size: int) -> bytes:
 
 def write(address: int, data: bytes) -> None:
     ctypes.memmove(address, data, len(data))
-
-
-class Gate:
-    """A host function that holds ``queue`` until :meth:`open`; later work waits behind it.
-
-    As a context manager it always opens on exit, so a failing test cannot leave a queue stuck.
-    """
-
-    def __init__(self, queue: api.Queue):
-        self.started = threading.Event()
-        self._release = threading.Event()
-        api.olLaunchHostFunction(queue, self._hold)
-
-    def _hold(self, _: object) -> None:
-        self.started.set()
-        if not self._release.wait(60):
-            raise RuntimeError("the gate was never opened")
-
-    def open(self) -> None:
-        self._release.set()
-
-    def __enter__(self) -> Gate:
-        assert self.started.wait(30), "the queue never reached the gate"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.open()
-
-
-@pytest.fixture
-def alloc(host: api.Device) -> Iterator:
-    """``alloc(size, kind=HOST)`` → an address; everything is freed after the test."""
-    live: list[int] = []
-
-    def _alloc(size: int, kind: AllocType = AllocType.HOST) -> int:
-        address = api.olMemAlloc(host, kind, size)
-        live.append(address)
-        return address
-
-    yield _alloc
-    for address in live:
-        api.olMemFree(address)
 
 
 # ---- allocation --------------------------------------------------------------------------------
@@ -109,7 +67,7 @@ def test_alloc_many_of_varied_sizes_and_types(host):
     bases = [a for a, _, _ in allocations]
     assert len(set(bases)) == len(bases), "an address was handed out twice"
     ordered = sorted(allocations)
-    for (a, size_a, _), (b, _, _) in zip(ordered, ordered[1:]):
+    for (a, size_a, _), (b, _, _) in itertools.pairwise(ordered):
         assert a + size_a <= b, "allocations overlap"
     for index, (address, size, kind) in enumerate(allocations):
         tag = index.to_bytes(4, "little") * 2
@@ -152,46 +110,35 @@ def test_mem_info_of_each_alloc_type(host, kind):
 def test_alloc_free_churn_from_20_threads(host):
     live: set[int] = set()
     live_lock = threading.Lock()
-    start = threading.Barrier(20)
-    failures: list[BaseException] = []
 
     def churn(seed: int) -> None:
         rng = random.Random(seed)
-        try:
-            start.wait()
-            mine: list[tuple[int, int, bytes]] = []
-            for step in range(150):
-                if mine and (len(mine) > 8 or rng.random() < 0.4):
-                    address, size, tag = mine.pop(rng.randrange(len(mine)))
-                    assert read(address, len(tag)) == tag, "another thread wrote into my allocation"
-                    assert api.olGetMemInfo(address + size - 1, MemInfo.BASE) == address
-                    with live_lock:
-                        live.remove(address)
-                    api.olMemFree(address)
-                    continue
-                size = rng.choice([1, 16, 100, PAGE, PAGE + 3, 50_000])
-                kind = rng.choice(ALLOC_TYPES)
-                address = api.olMemAlloc(host, kind, size)
-                with live_lock:
-                    assert address not in live, f"{address:#x} handed out twice while live"
-                    live.add(address)
-                tag = bytes([seed, step & 0xFF, 0xA5, 0x5A])[:size]
-                write(address, tag)
-                mine.append((address, size, tag))
-            for address, _, tag in mine:
-                assert read(address, len(tag)) == tag
+        mine: list[tuple[int, int, bytes]] = []
+        for step in range(150):
+            if mine and (len(mine) > 8 or rng.random() < 0.4):
+                address, size, tag = mine.pop(rng.randrange(len(mine)))
+                assert read(address, len(tag)) == tag, "another thread wrote into my allocation"
+                assert api.olGetMemInfo(address + size - 1, MemInfo.BASE) == address
                 with live_lock:
                     live.remove(address)
                 api.olMemFree(address)
-        except BaseException as exc:  # reported by the main thread
-            failures.append(exc)
+                continue
+            size = rng.choice([1, 16, 100, PAGE, PAGE + 3, 50_000])
+            kind = rng.choice(ALLOC_TYPES)
+            address = api.olMemAlloc(host, kind, size)
+            with live_lock:
+                assert address not in live, f"{address:#x} handed out twice while live"
+                live.add(address)
+            tag = bytes([seed, step & 0xFF, 0xA5, 0x5A])[:size]
+            write(address, tag)
+            mine.append((address, size, tag))
+        for address, _, tag in mine:
+            assert read(address, len(tag)) == tag
+            with live_lock:
+                live.remove(address)
+            api.olMemFree(address)
 
-    threads = [threading.Thread(target=churn, args=(seed,)) for seed in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures[0]
+    run_threads(20, churn)
     assert not live
 
 

@@ -7,83 +7,23 @@ import struct
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import all_devices, expect_error, launch_args, u32_view
+from conftest import (
+    TIMEOUT,
+    Gate,
+    alloc_u32,
+    call_with_timeout,
+    expect_error,
+    find_host,
+    increment,
+    kernel,
+    launch_args,
+    run_threads,
+)
 
-import offloadrt
-from offloadrt import AllocType, ErrorCode, EventInfo, QueueInfo, SymbolKind, api
-
-# Longest a test waits for work that should finish at once; a gate left closed by a failed
-# test lets its queue go after this long so the runtime can still shut down.
-TIMEOUT = 10.0
-SAFETY = 30.0
-
-
-class Gate:
-    """A host function that blocks its queue until the test opens it (upstream's
-    ManuallyTriggeredTask). ``entered`` is set once the queue reached it."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.entered = threading.Event()
-
-    def __call__(self, _user_data: object) -> None:
-        self.entered.set()
-        if not self.opened.wait(SAFETY):
-            raise TimeoutError("a test gate was never opened")
-
-    def open(self) -> None:
-        self.opened.set()
-
-
-@pytest.fixture
-def gate(runtime: None) -> Iterator[Callable[[], Gate]]:
-    """``gate()`` makes a Gate; every gate is opened before the runtime shuts down."""
-    made: list[Gate] = []
-
-    def make() -> Gate:
-        g = Gate()
-        made.append(g)
-        return g
-
-    yield make
-    for g in made:
-        g.open()
-
-
-def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout: float = TIMEOUT) -> Any:
-    """``fn(*args)`` on a helper thread; fails the test if it does not return within ``timeout``."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001  # re-raised below, in the test's thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} did not return within {timeout} s"
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
-
-
-def kernel(program: api.Program, name: str) -> api.Symbol:
-    return api.olGetSymbol(program, name, SymbolKind.KERNEL)
-
-
-def alloc_u32(device: api.Device, count: int):
-    """``count`` zeroed uint32 of host memory: (address, view)."""
-    address = api.olMemAlloc(device, AllocType.HOST, 4 * count)
-    view = u32_view(address, count)
-    for i in range(count):
-        view[i] = 0
-    return address, view
+from offloadrt import ErrorCode, EventInfo, QueueInfo, api
 
 
 def fib(n: int) -> list[int]:
@@ -91,10 +31,6 @@ def fib(n: int) -> list[int]:
     while len(values) < n:
         values.append(values[-1] + values[-2])
     return values[:n]
-
-
-def increment(queue: api.Queue, device: api.Device, program: api.Program, counter: int) -> None:
-    api.olLaunchKernel(queue, device, kernel(program, "increment"), struct.pack("<Q", counter), launch_args())
 
 
 def sequence(queue: api.Queue, device: api.Device, program: api.Program, index: int, data: int) -> None:
@@ -113,8 +49,7 @@ def wait_backend_idle(device: api.Device, ai: Any) -> None:
 
 def test_work_runs_asynchronously_from_the_caller(host, queue, basic, gate):
     counter, view = alloc_u32(host, 1)
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     increment(queue, host, basic, counter)
     assert g.entered.wait(TIMEOUT)
     assert api.olQueryQueue(queue) is False
@@ -129,8 +64,7 @@ def test_work_runs_asynchronously_from_the_caller(host, queue, basic, gate):
 
 def test_host_functions_compute_fibonacci_in_order(queue, gate):
     data = [0, 1]
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     for _ in range(40):
         api.olLaunchHostFunction(queue, lambda d: d.append(d[-1] + d[-2]), data)
     assert data == [0, 1], "host functions ran before the gate opened"
@@ -142,8 +76,7 @@ def test_host_functions_compute_fibonacci_in_order(queue, gate):
 def test_sequence_across_16_queues_each_waiting_on_the_previous_event(host, basic, gate):
     data, view = alloc_u32(host, 16)
     queues = [api.olCreateQueue(host) for _ in range(16)]
-    g = gate()
-    api.olLaunchHostFunction(queues[0], g)
+    g = gate(queues[0])
     events: list[api.Event] = []
     for i, q in enumerate(queues):
         if events:
@@ -163,8 +96,7 @@ def test_sequence_across_16_queues_each_waiting_on_the_previous_event(host, basi
 
 def test_sequence_on_one_queue(host, queue, basic, gate):
     data, view = alloc_u32(host, 16)
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     for i in range(16):
         sequence(queue, host, basic, i, data)
     assert list(view) == [0] * 16
@@ -176,8 +108,7 @@ def test_sequence_on_one_queue(host, queue, basic, gate):
 def test_sequence_across_queues_waiting_on_all_previous_events(host, basic, gate):
     data, view = alloc_u32(host, 16)
     queues = [api.olCreateQueue(host) for _ in range(16)]
-    g = gate()
-    api.olLaunchHostFunction(queues[0], g)
+    g = gate(queues[0])
     events: list[api.Event] = []
     for i, q in enumerate(queues):
         api.olWaitEvents(q, list(events))
@@ -233,8 +164,7 @@ def test_event_on_an_idle_queue_is_complete_at_once(queue):
 
 
 def test_event_is_complete_only_after_the_work_before_it(queue, gate):
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     event = api.olCreateEvent(queue)
     assert g.entered.wait(TIMEOUT)
     assert api.olGetEventInfo(event, EventInfo.IS_COMPLETE) is False
@@ -244,8 +174,7 @@ def test_event_is_complete_only_after_the_work_before_it(queue, gate):
 
 
 def test_sync_event_many_times(queue, gate):
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     event = api.olCreateEvent(queue)
     waiters = [threading.Thread(target=api.olSyncEvent, args=(event,), daemon=True) for _ in range(4)]
     for t in waiters:
@@ -262,8 +191,7 @@ def test_sync_event_many_times(queue, gate):
 def test_event_outlives_its_destroyed_queue(host, basic, gate):
     counter, view = alloc_u32(host, 1)
     q = api.olCreateQueue(host)
-    g = gate()
-    api.olLaunchHostFunction(q, g)
+    g = gate(q)
     event = api.olCreateEvent(q)
     api.olDestroyQueue(q)
     assert api.olGetEventInfo(event, EventInfo.QUEUE) is q
@@ -302,8 +230,7 @@ def test_elapsed_time_counts_from_when_the_queue_reaches_the_event(queue, gate):
     """Events created behind a blocked host function are timestamped when the queue gets to
     them, not when they are created."""
     never = threading.Event()
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     start = api.olCreateEvent(queue)
     api.olLaunchHostFunction(queue, lambda ev: ev.wait(0.05), never)
     end = api.olCreateEvent(queue)
@@ -322,11 +249,8 @@ def test_elapsed_time_argument_errors(queue):
     expect_error(ErrorCode.INVALID_ARGUMENT, api.olGetEventElapsedTime, event, queue)
 
 
-def test_elapsed_time_across_devices_is_invalid_device(runtime):
-    devices = all_devices()
-    if len(devices) < 2:
-        pytest.skip("needs two devices (only the host device is present)")
-    queues = [api.olCreateQueue(d) for d in devices[:2]]
+def test_elapsed_time_across_devices_is_invalid_device(two_devices):
+    queues = [api.olCreateQueue(d) for d in two_devices]
     events = [api.olCreateEvent(q) for q in queues]
     expect_error(ErrorCode.INVALID_DEVICE, api.olGetEventElapsedTime, events[0], events[1])
     for q in queues:
@@ -338,8 +262,7 @@ def test_elapsed_time_across_devices_is_invalid_device(runtime):
 
 def test_wait_on_events_of_the_same_queue_is_skipped(host, queue, basic, gate):
     counter, view = alloc_u32(host, 1)
-    g = gate()
-    api.olLaunchHostFunction(queue, g)
+    g = gate(queue)
     first = api.olCreateEvent(queue)
     api.olWaitEvents(queue, [first, first])
     increment(queue, host, basic, counter)
@@ -396,25 +319,13 @@ def test_many_threads_launch_on_one_queue(host, queue, basic):
     counter, view = alloc_u32(host, 1)
     threads_n, launches = 20, 50
     order: list[tuple[int, int]] = []
-    start = threading.Barrier(threads_n)
-    errors: list[BaseException] = []
 
     def worker(tid: int) -> None:
-        try:
-            start.wait(TIMEOUT)
-            for i in range(launches):
-                increment(queue, host, basic, counter)
-                api.olLaunchHostFunction(queue, order.append, (tid, i))
-        except BaseException as exc:  # noqa: BLE001  # reported by the test's thread
-            errors.append(exc)
+        for i in range(launches):
+            increment(queue, host, basic, counter)
+            api.olLaunchHostFunction(queue, order.append, (tid, i))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(threads_n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT * 3)
-        assert not t.is_alive()
-    assert not errors, errors
+    run_threads(threads_n, worker, timeout=TIMEOUT * 3)
     call_with_timeout(api.olSyncQueue, queue)
     assert view[0] == threads_n * launches, "one in-order queue must not lose increments"
     assert len(order) == threads_n * launches
@@ -426,28 +337,16 @@ def test_many_threads_launch_on_many_queues(host, basic):
     threads_n, launches = 20, 50
     counters, view = alloc_u32(host, threads_n)
     calls: list[int] = []
-    start = threading.Barrier(threads_n)
-    errors: list[BaseException] = []
 
     def worker(tid: int) -> None:
-        try:
-            start.wait(TIMEOUT)
-            q = api.olCreateQueue(host)
-            for _ in range(launches):
-                increment(q, host, basic, counters + 4 * tid)
-                api.olLaunchHostFunction(q, calls.append, tid)
-            api.olSyncQueue(q)
-            api.olDestroyQueue(q)
-        except BaseException as exc:  # noqa: BLE001  # reported by the test's thread
-            errors.append(exc)
+        q = api.olCreateQueue(host)
+        for _ in range(launches):
+            increment(q, host, basic, counters + 4 * tid)
+            api.olLaunchHostFunction(q, calls.append, tid)
+        api.olSyncQueue(q)
+        api.olDestroyQueue(q)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(threads_n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT * 3)
-        assert not t.is_alive()
-    assert not errors, errors
+    run_threads(threads_n, worker, timeout=TIMEOUT * 3)
     assert list(view) == [launches] * threads_n
     assert sorted(calls) == sorted(list(range(threads_n)) * launches)
 
@@ -543,18 +442,13 @@ def test_parked_queue_is_reused_only_once_finished_newest_first(host, gate):
         api.olDestroyQueue(q)
 
 
-def _noop(_: object) -> None:
-    pass
-
-
 @pytest.mark.slow
 def test_100k_queues_with_pending_work_stay_bounded(build):
     """Creating and destroying 100,000 queues that each hold pending work, without any sync,
     keeps the backend queues, the threads and the memory bounded; all the work still runs."""
     api.olInit()
     try:
-        host = next(d for d in all_devices() if api.olGetDeviceInfo(d, offloadrt.DeviceInfo.TYPE)
-                    == offloadrt.DeviceType.HOST)
+        host = find_host()
         program = api.olCreateProgram(host, build("basic"))
         noargs = kernel(program, "noargs")
         size = launch_args()
@@ -596,8 +490,7 @@ def test_last_shutdown_syncs_and_releases_parked_queues():
     order: list[str] = []
     g = Gate()
     try:
-        host = next(d for d in all_devices() if api.olGetDeviceInfo(d, offloadrt.DeviceInfo.TYPE)
-                    == offloadrt.DeviceType.HOST)
+        host = find_host()
         gdev = host._gdev
         q = api.olCreateQueue(host)
         ai = q._ai
