@@ -1,0 +1,30 @@
+"""Port of offload/unittests/OffloadAPI/kernel/olCalculateOptimalOccupancy.cpp.
+
+Fixture: ``OffloadKernelTest`` (program "foo", kernel "foo") → conftest's ``kernel``.
+``NullOutput`` has no test: the group size is returned, there is no output pointer to pass as NULL
+(see tests/conformance/cases/kernel.md).
+"""
+
+from __future__ import annotations
+
+from offloadrt import ErrorCode, api
+
+from ..conftest import assert_error, assert_success_or_unsupported
+
+
+def test_success(device: api.Device, kernel: api.Symbol) -> None:
+    size = assert_success_or_unsupported(api.olCalculateOptimalOccupancy, device, kernel, 0)
+    assert size > 0
+
+
+def test_success_mem(device: api.Device, kernel: api.Symbol) -> None:
+    size = assert_success_or_unsupported(api.olCalculateOptimalOccupancy, device, kernel, 1024)
+    assert size > 0
+
+
+def test_null_kernel(device: api.Device, kernel: api.Symbol) -> None:
+    assert_error(ErrorCode.INVALID_NULL_HANDLE, api.olCalculateOptimalOccupancy, device, None, 0)
+
+
+def test_null_device(device: api.Device, kernel: api.Symbol) -> None:
+    assert_error(ErrorCode.INVALID_NULL_HANDLE, api.olCalculateOptimalOccupancy, None, kernel, 0)
