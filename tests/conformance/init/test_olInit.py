@@ -1,4 +1,8 @@
-"""Port of offload/unittests/OffloadAPI/init/olInit.cpp (no init wrapper in this group)."""
+"""Port of offload/unittests/OffloadAPI/init/olInit.cpp (no init wrapper in this group).
+
+Not ported: the 2026 ``InvalidSize`` (``ol_init_args_t.Size = 0`` → INVALID_SIZE): Python's
+``olInit(platforms)`` takes a sequence of backends, not a struct with a size field.
+"""
 
 from __future__ import annotations
 
