@@ -4,7 +4,7 @@ Ported from the 2026 version, whose suites (``Properties.hpp``) are instantiated
 device plus the host, as the ``device`` fixture is; each property suite is a
 ``pytest.mark.parametrize`` over its properties. The 2025 per-property cases
 (``SuccessName``/``HostName``, ``TestDeviceMaxWorkGroupSize``/``TestHostMaxWorkGroupSize``, ...)
-are the same checks and map onto these tests (see ``cases/core.md``).
+are the same checks and map onto these tests (see ``tests/conformance/README.md``).
 
 Upstream passes ``PropSize = sizeof(T)`` for a property of C type ``T``; here the value is
 returned, and a value that would not fit ``T`` (or is not of its Python type) fails the check.

@@ -2,7 +2,7 @@
 
 Ported from the 2026 version: ``olGetDeviceInfoSizeEqualTest.Success`` and
 ``olGetDeviceInfoSizeNonZeroTest.Success`` are parametrized over their properties; the 2025
-per-property cases (``SuccessType``, ``SuccessName``, ...) map onto them (see ``cases/core.md``).
+per-property cases (``SuccessType``, ``SuccessName``, ...) map onto them (see ``tests/conformance/README.md``).
 
 Not ported: ``InvalidNullPointer`` (the size is returned, there is no size pointer);
 ``olGetDeviceInfoSizeHostTest.SuccessDriverId`` and the ``NUM_LANES`` parameter (2026-only

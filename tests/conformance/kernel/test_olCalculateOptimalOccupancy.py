@@ -2,7 +2,7 @@
 
 Fixture: ``OffloadKernelTest`` (program "foo", kernel "foo") → conftest's ``kernel``.
 ``NullOutput`` has no test: the group size is returned, there is no output pointer to pass as NULL
-(see tests/conformance/cases/kernel.md).
+(see tests/conformance/README.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Port of offload/unittests/OffloadAPI/queue/olCreateQueue.cpp (fixture: OffloadDeviceTest).
 
-Not ported (see tests/conformance/cases/queue_event.md): ``InvalidNullPointerQueue`` (the queue
+Not ported (see tests/conformance/README.md): ``InvalidNullPointerQueue`` (the queue
 is returned, there is no output pointer), the 2026 Context-API cases ``InvalidNullHandleContext``
 and ``InvalidDeviceNotInContext`` and the plain ``AMDGPUQueueUserCount.*`` tests.
 """

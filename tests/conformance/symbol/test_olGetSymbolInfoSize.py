@@ -3,7 +3,7 @@
 ``olGetSymbolInfoSizeKernelTest`` (OffloadKernelTest) → ``test_kernel_*``;
 ``olGetSymbolInfoSizeGlobalTest`` (OffloadGlobalTest) → ``test_global_*``. The 2026 version
 folds the ``Success*`` cases into ``SuccessPropertySize`` (parametrized over
-``SymbolGlobalProperties``); those map onto the cases below (see ``cases/core.md``).
+``SymbolGlobalProperties``); those map onto the cases below (see ``tests/conformance/README.md``).
 
 Not ported (the size is returned, there is no size pointer): ``Kernel.InvalidNullPointer``.
 """
