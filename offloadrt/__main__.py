@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from enum import IntEnum
 from typing import Any
 
 from . import __version__
-from .api import _state
-from .api import olGetDeviceInfo, olGetPlatformInfo, olInit, olIterateDevices, olShutDown
+from .api import _state, olGetDeviceInfo, olGetPlatformInfo, olInit, olIterateDevices, olShutDown
 from .api.handles import Device
 from .errors import OffloadError
 from .types import DeviceInfo, Dimensions, FpCapabilityFlag, PlatformInfo
@@ -67,7 +67,7 @@ def _as_json(value: Any) -> Any:
         return {"x": value.x, "y": value.y, "z": value.z}
     if isinstance(value, FpCapabilityFlag):
         return _flags(value)
-    if hasattr(value, "name") and isinstance(value, int):
+    if isinstance(value, IntEnum):
         return value.name
     return value
 
@@ -77,8 +77,8 @@ def _as_text(value: Any, unit: str) -> str:
         return f"{{x: {value.x}, y: {value.y}, z: {value.z}}}"
     if isinstance(value, FpCapabilityFlag):
         return f"{int(value)} {{ {' '.join(_flags(value))} }}" if value else "0 { }"
-    if hasattr(value, "name") and isinstance(value, int):
-        return str(value.name)
+    if isinstance(value, IntEnum):
+        return value.name
     return f"{value} {unit}".rstrip()
 
 

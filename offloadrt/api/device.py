@@ -28,9 +28,9 @@ def olIterateDevices(ctx: Context, callback: Callable[[Device, Any], object], us
             break
 
 
-def _device_value(device: object, prop: object) -> tuple[DeviceInfo, Any]:
+def _device_value(device: object, requested: object) -> tuple[DeviceInfo, Any]:
     gdev = live_device(device)
-    prop = enum_value(DeviceInfo, prop, "device info")
+    prop = enum_value(DeviceInfo, requested, "device info")
     if prop is DeviceInfo.PLATFORM:
         assert isinstance(device, Device)
         return prop, device.platform

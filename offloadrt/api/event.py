@@ -28,7 +28,7 @@ def olDestroyEvent(ctx: Context, event: Event) -> None:
         if ev is None:
             raise OffloadError(ErrorCode.INVALID_EVENT, f"event {event!r} has been destroyed")
         event._ev = None
-    ev.device.destroy_event(ev)  # type: ignore[attr-defined]  # type: ignore[attr-defined]
+    ev.device.destroy_event(ev)  # type: ignore[attr-defined]
 
 
 @entry_point
@@ -38,9 +38,9 @@ def olSyncEvent(ctx: Context, event: Event) -> None:
     ev.device.sync_event(ev)  # type: ignore[attr-defined]
 
 
-def _event_value(event: object, prop: object) -> tuple[EventInfo, Any]:
+def _event_value(event: object, requested: object) -> tuple[EventInfo, Any]:
     ev = live_event(event)
-    prop = enum_value(EventInfo, prop, "event info")
+    prop = enum_value(EventInfo, requested, "event info")
     assert isinstance(event, Event)
     if prop is EventInfo.QUEUE:
         return prop, event.queue

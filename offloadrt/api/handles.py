@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import operator
 import threading
-from typing import TYPE_CHECKING, Any
+from enum import IntEnum
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ErrorCode, OffloadError
 from ..types import PlatformBackend, SymbolKind
@@ -124,7 +125,8 @@ def bad_handle(value: object, cls: type, what: str) -> OffloadError:
     """The error for a handle argument that is ``None`` or of the wrong type."""
     if value is None:
         return OffloadError(ErrorCode.INVALID_NULL_HANDLE, f"{what} is None")
-    return OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} must be a {cls.__name__} handle, got {type(value).__name__}")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"{what} must be a {cls.__name__} handle, got {type(value).__name__}")
 
 
 def live_device(device: object, what: str = "device") -> GenericDevice:
@@ -174,10 +176,13 @@ def live_symbol(symbol: object, what: str = "symbol") -> Symbol:
     return symbol
 
 
-def enum_value(cls: Any, value: object, what: str) -> Any:
+E = TypeVar("E", bound=IntEnum)
+
+
+def enum_value(cls: type[E], value: object, what: str) -> E:
     """``value`` as a member of ``cls``; anything else is ``INVALID_ENUMERATION``."""
     try:
-        return cls(value)
+        return cls(value)  # type: ignore[arg-type]
     except (ValueError, TypeError):
         raise OffloadError(ErrorCode.INVALID_ENUMERATION, f"{what} {value!r} is not a valid {cls.__name__}") from None
 
@@ -203,7 +208,8 @@ def size_value(value: object, what: str) -> int:
     try:
         size = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} must be an integer, got {type(value).__name__}") from None
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} must be an integer, got {type(value).__name__}") from None
     if size < 0 or size >= 1 << 64:
         raise OffloadError(ErrorCode.INVALID_SIZE, f"{what} must be in 0 .. 2**64-1, got {size}")
     return size

@@ -47,9 +47,9 @@ def olGetSymbol(ctx: Context, program: Program, name: str, kind: SymbolKind) -> 
     return symbol
 
 
-def _symbol_value(symbol: object, prop: object) -> tuple[SymbolInfo, Any]:
+def _symbol_value(symbol: object, requested: object) -> tuple[SymbolInfo, Any]:
     sym = live_symbol(symbol)
-    prop = enum_value(SymbolInfo, prop, "symbol info")
+    prop = enum_value(SymbolInfo, requested, "symbol info")
     if prop is SymbolInfo.KIND:
         return prop, sym.kind
     if prop is SymbolInfo.NAME:
@@ -57,7 +57,8 @@ def _symbol_value(symbol: object, prop: object) -> tuple[SymbolInfo, Any]:
     target = sym._target
     if not isinstance(target, GlobalVariable):
         raise OffloadError(ErrorCode.SYMBOL_KIND,
-                           f"{prop.name}: expected a symbol of kind GLOBAL_VARIABLE but {sym.name!r} is a {sym.kind.name}")
+                           f"{prop.name}: expected a symbol of kind GLOBAL_VARIABLE "
+                           f"but {sym.name!r} is a {sym.kind.name}")
     return prop, target.address if prop is SymbolInfo.GLOBAL_VARIABLE_ADDRESS else target.size
 
 
@@ -129,7 +130,8 @@ def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Sy
                                f"args must be a bytes-like object or None, got {type(args).__name__}") from None
     ls = launch_size_args
     if ls.dimensions not in (1, 2, 3):
-        raise OffloadError(ErrorCode.INVALID_VALUE, f"launch_size_args.dimensions must be 1, 2 or 3, got {ls.dimensions}")
+        raise OffloadError(ErrorCode.INVALID_VALUE,
+                           f"launch_size_args.dimensions must be 1, 2 or 3, got {ls.dimensions}")
     ng = ls.num_groups
     gs = ls.group_size
     try:
@@ -137,7 +139,7 @@ def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Sy
         group_size = (gs.x, gs.y, gs.z)
     except AttributeError as exc:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"launch_size_args is malformed: {exc}") from None
-    device._gdev.launch_kernel(kernel._target, args or None, num_groups, group_size,  # type: ignore[union-attr]
+    device._gdev.launch_kernel(kernel._target, args or None, num_groups, group_size,  # type: ignore[union-attr,arg-type]
                                ls.dyn_shared_memory, ai)
 
 

@@ -42,9 +42,9 @@ def olMemFree(ctx: Context, address: int) -> None:
         raise
 
 
-def _mem_value(ctx: Context, ptr: object, prop: object) -> tuple[MemInfo, Any]:
+def _mem_value(ctx: Context, ptr: object, requested: object) -> tuple[MemInfo, Any]:
     address = pointer(ptr, "ptr")
-    prop = enum_value(MemInfo, prop, "memory info")
+    prop = enum_value(MemInfo, requested, "memory info")
     alloc = ctx.allocations.find(address)
     if alloc is None:
         raise OffloadError(ErrorCode.NOT_FOUND, f"{address:#x} was not allocated by offloadrt")

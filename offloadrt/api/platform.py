@@ -11,10 +11,10 @@ from ._state import Context, entry_point
 from .handles import Platform, bad_handle, enum_value
 
 
-def _platform_value(platform: object, prop: object) -> tuple[PlatformInfo, Any]:
+def _platform_value(platform: object, requested: object) -> tuple[PlatformInfo, Any]:
     if type(platform) is not Platform:
         raise bad_handle(platform, Platform, "platform")
-    prop = enum_value(PlatformInfo, prop, "platform info")
+    prop = enum_value(PlatformInfo, requested, "platform info")
     plugin = platform._plugin
     if not plugin.initialized:
         raise OffloadError(ErrorCode.INVALID_PLATFORM, f"{platform!r} belongs to a runtime that was shut down")

@@ -150,9 +150,9 @@ def _wait_foreign_event(gdev: Any, ai: AsyncInfo, ev: GenericEvent) -> None:
     gdev.enqueue_host_call(wait, None, ai)
 
 
-def _queue_value(queue: object, prop: object) -> tuple[QueueInfo, Any]:
+def _queue_value(queue: object, requested: object) -> tuple[QueueInfo, Any]:
     ai = live_queue(queue)
-    prop = enum_value(QueueInfo, prop, "queue info")
+    prop = enum_value(QueueInfo, requested, "queue info")
     assert isinstance(queue, Queue)
     if prop is QueueInfo.DEVICE:
         return prop, queue.device

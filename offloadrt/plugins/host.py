@@ -210,8 +210,9 @@ class HostDevice(GenericDevice):
         return GlobalVariable(image, name, address, symbol.size)
 
     # kernels
-    def _launch_impl(self, kernel: GenericKernel, args: bytes, num_groups: Dim3, group_size: Dim3,
+    def _launch_impl(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
+        assert isinstance(kernel, HostKernel)
         if queue is None:
             image = kernel.image
             assert isinstance(image, HostImage)

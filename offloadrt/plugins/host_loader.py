@@ -45,7 +45,8 @@ def check_image(image: bytes) -> None:
         raise OffloadError(ErrorCode.INVALID_BINARY, "not an ELF image (bad magic or too short)")
     if image[4] != HOST_CLASS or image[5] != HOST_DATA:
         raise OffloadError(ErrorCode.INVALID_BINARY,
-                           f"ELF class/encoding {image[4]}/{image[5]} does not match the host's {HOST_CLASS}/{HOST_DATA}")
+                           f"ELF class/encoding {image[4]}/{image[5]} does not match "
+                           f"the host's {HOST_CLASS}/{HOST_DATA}")
     endian = "<" if image[5] == 1 else ">"
     e_type, e_machine = struct.unpack_from(endian + "HH", image, 16)
     if e_machine != HOST_MACHINE:
@@ -98,12 +99,13 @@ def read_symbols(image: bytes) -> dict[str, ElfSymbol]:
     """The defined, exported functions and data objects of a shared object's dynamic symbol table."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     try:
         elf = ELFFile(io.BytesIO(image))
         table = elf.get_section_by_name(".dynsym")
         symbols: dict[str, ElfSymbol] = {}
-        if table is None:
+        if not isinstance(table, SymbolTableSection):
             return symbols
         for sym in table.iter_symbols():
             info = sym["st_info"]

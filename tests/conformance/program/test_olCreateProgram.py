@@ -15,7 +15,7 @@ import pytest
 
 from offloadrt import ErrorCode, PlatformBackend, api
 
-from ..conftest import DEVICE_CODE, _build_cuda, _build_host, assert_error, backend_of
+from ..conftest import DEVICE_CODE, _build_host, assert_error, backend_of
 
 
 def test_success(device: api.Device, load_device_binary: Callable[[str, api.Device], bytes]) -> None:
