@@ -276,14 +276,15 @@ class HostDevice(GenericDevice):
         queue.submit(callback, user_data)
 
     # events
-    def _create_event_impl(self, queue: AsyncInfo) -> GenericEvent:
-        assert isinstance(queue, HostQueue)
-        event = HostEvent(self)
+    def _create_event_impl(self) -> GenericEvent:
+        return HostEvent(self)
+
+    def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(queue, HostQueue) and isinstance(event, HostEvent)
         if queue.is_idle():
             event.reach()
         else:
             queue.submit(event.reach, None, event.skip)
-        return event
 
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(event, HostEvent) and isinstance(queue, HostQueue)

@@ -255,7 +255,13 @@ class GenericDevice(ABC):
         """An event recorded at the current end of ``queue``."""
         if queue.failure is not None:
             raise queue.failure.queue_error()
-        return self._create_event_impl(queue)
+        event = self._create_event_impl()
+        try:
+            self._record_event_impl(event, queue)
+        except BaseException:
+            self._destroy_event_impl(event)
+            raise
+        return event
 
     def wait_event(self, event: GenericEvent, queue: AsyncInfo) -> None:
         """Make later work on ``queue`` wait for ``event``; its queue's failure spreads to ``queue``."""
@@ -378,7 +384,13 @@ class GenericDevice(ABC):
         ...
 
     @abstractmethod
-    def _create_event_impl(self, queue: AsyncInfo) -> GenericEvent:
+    def _create_event_impl(self) -> GenericEvent:
+        """A new (or pooled) event, not yet recorded."""
+        ...
+
+    @abstractmethod
+    def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        """Place ``event`` at the current end of ``queue``'s work."""
         ...
 
     @abstractmethod
