@@ -25,6 +25,7 @@ def _lazy(module: str, cls: str) -> PluginFactory:
 
 
 _REGISTRY: dict[PlatformBackend, PluginFactory] = {
+    PlatformBackend.CUDA: _lazy(".cuda", "CudaPlugin"),
     PlatformBackend.HOST: _lazy(".host", "HostPlugin"),
 }
 

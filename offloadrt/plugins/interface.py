@@ -8,11 +8,13 @@ its driver. A hook that receives ``queue=None`` must finish the work before retu
 from __future__ import annotations
 
 import threading
+import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ErrorCode, OffloadError
+from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .resources import AsyncInfo, GenericEvent, ResourcePool
@@ -201,6 +203,36 @@ class GenericDevice(ABC):
         return self._optimal_occupancy_impl(kernel, shared_memory)
 
     # ---- queues ----------------------------------------------------------------------------
+    @contextmanager
+    def queue_or_temporary(self, queue: AsyncInfo | None) -> Iterator[AsyncInfo]:
+        """The queue an operation runs on: ``queue``, or a pooled one that is synced when the
+        block ends, so the operation is complete on return (liboffload's AsyncInfoWrapper).
+
+        For backends whose hooks cannot do ``queue=None`` work inline.
+        """
+        if queue is not None:
+            yield queue
+            return
+        temporary = self.queue_pool.acquire()
+        try:
+            yield temporary
+            self._synchronize_impl(temporary)
+        except BaseException:
+            self._drop_queue(temporary)
+            raise
+        if temporary.failure is not None:
+            self._drop_queue(temporary)
+            raise temporary.failure.error
+        self.queue_pool.release(temporary)
+
+    def _drop_queue(self, queue: AsyncInfo) -> None:
+        """Destroy a backend queue that must not be reused; a failure to do so is a warning."""
+        try:
+            self.queue_pool.discard(queue)
+        except OffloadError as exc:
+            warnings.warn(f"offloadrt: destroying a failed {self.plugin.name} queue failed too: {exc}",
+                          OffloadWarning, stacklevel=3)
+
     def init_async_info(self) -> AsyncInfo:
         """A backend queue from the pool (a new one when the pool is empty)."""
         return self.queue_pool.acquire()
@@ -222,7 +254,7 @@ class GenericDevice(ABC):
             if failure is None:
                 self.queue_pool.release(queue)
             else:
-                self.queue_pool.discard(queue)
+                self._drop_queue(queue)
         if failure is not None:
             raise failure.queue_error()
 
