@@ -131,7 +131,9 @@ class CudaDevice(GenericDevice):
         self.cc = (0, 0)
         self.peers: dict[int, bool] = {}  # peer device id -> direct access enabled
         self._peer_lock = threading.Lock()  # guards peers
-        self.event_pool: ResourcePool[Any] = ResourcePool("event", self._create_cu_event, self._destroy_cu_event)
+        # Events the user never destroyed die with the primary context at de-init: no warning.
+        self.event_pool: ResourcePool[Any] = ResourcePool("event", self._create_cu_event, self._destroy_cu_event,
+                                                          warn_missing=False)
 
     # ---- driver access ---------------------------------------------------------------------
     def check(self, result: Any, call: str) -> Any:
@@ -266,6 +268,8 @@ class CudaDevice(GenericDevice):
         return int(self.check(d.cuMemAlloc(size), "cuMemAlloc"))
 
     def _free_impl(self, ptr: int, kind: AllocType) -> None:
+        if self.sticky is not None:
+            return  # the poisoned context's memory goes when the context is released
         d = self.enter()
         if kind == AllocType.HOST:
             self.check(d.cuMemFreeHost(ptr), "cuMemFreeHost")
@@ -371,6 +375,8 @@ class CudaDevice(GenericDevice):
 
     def _unload_binary_impl(self, image: DeviceImage) -> None:
         assert isinstance(image, CudaImage)
+        if self.sticky is not None:
+            return  # the poisoned context takes its modules with it when it is released
         d = self.enter()
         self.check(d.cuModuleUnload(image.module), "cuModuleUnload")
 

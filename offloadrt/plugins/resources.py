@@ -82,11 +82,13 @@ class ResourcePool(Generic[R]):
 
     ``acquire`` hands out a pooled resource or creates one; ``release`` puts it back;
     ``discard`` destroys one that must not be reused. ``deinit`` destroys what is pooled and
-    warns about resources never returned (they are leaked, never freed while in use).
+    warns about resources never returned (they are leaked, never freed while in use), unless
+    ``warn_missing`` is off for resources that die with their device anyway.
     """
 
-    def __init__(self, name: str, create: Callable[[], R], destroy: Callable[[R], None]):
+    def __init__(self, name: str, create: Callable[[], R], destroy: Callable[[R], None], warn_missing: bool = True):
         self.name = name
+        self.warn_missing = warn_missing
         self._create = create
         self._destroy = destroy
         self._free: list[R] = []
@@ -127,7 +129,7 @@ class ResourcePool(Generic[R]):
                 self._destroy(resource)
             except OffloadError as exc:
                 errors.append(exc)
-        if missing:
+        if missing and self.warn_missing:
             warnings.warn(
                 f"{missing} {self.name}(s) were never returned to the pool; leaking them",
                 OffloadWarning,

@@ -1,0 +1,152 @@
+"""cuda_standin: a TEST DOUBLE for NVIDIA's ``cuda.bindings.driver`` (not NVIDIA code).
+
+The module :mod:`cuda_standin.driver` has the bindings' function names, parameter order and
+``(CUresult, *outputs)`` results, and simulates the CUDA driver's documented behaviour on the
+host (stream order, CUDA_ERROR_NOT_READY while work is pending, host functions on a driver
+thread, events with timestamps, sticky errors), so the CUDA plugin's logic can be tested on any
+Linux machine. Memory is real host memory: device pointers can be read through ctypes.
+
+Use in a test::
+
+    import cuda_standin as standin
+
+    @pytest.fixture
+    def cuda_driver(monkeypatch):
+        driver = standin.install(monkeypatch, devices=2)   # fresh driver, in sys.modules
+        yield driver
+        standin.shutdown()
+
+Controls:
+
+- :func:`install` / :func:`reset` / :func:`shutdown`: put the stand-in in ``sys.modules``; start
+  a fresh driver (devices, driver version, a failing ``cuInit``, a missing driver library);
+  stop its stream threads and free its memory.
+- :func:`inject`: make the next calls of a driver function fail with a code, doing nothing.
+- :func:`register_kernel`: a Python body for a kernel name; it may raise :class:`KernelFault`.
+- :func:`set_binary_symbols`: kernel and global names of cubin/fatbin images.
+- :func:`poison`: put a device's context in a sticky error state at once.
+- :data:`calls` (every call as ``(name, args)``), :data:`diagnostics` (why a call failed),
+  :func:`state` (the simulated driver, for white-box checks), :func:`read` / :func:`write`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import sys
+import types
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pytest
+
+from . import _engine, driver
+from ._engine import STICKY, DeviceSpec, KernelFault, calls, diagnostics
+
+__all__ = ["STICKY", "DeviceSpec", "KernelFault", "calls", "diagnostics", "driver", "inject", "install", "poison",
+           "read", "register_kernel", "reset", "set_binary_symbols", "shutdown", "state", "write"]
+
+
+def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 12040, init_error: Any = None,
+          library_missing: bool = False) -> None:
+    """Stop the current simulated driver and start a fresh one.
+
+    ``devices``: how many default GPUs (compute capability 9.0), or their specs. ``init_error``:
+    the code ``cuInit`` returns (e.g. ``CUresult.CUDA_ERROR_NO_DEVICE``). ``library_missing``:
+    every call raises ``DynamicLibNotFoundError``, as the bindings do without libcuda. Clears
+    :data:`calls`, :data:`diagnostics`, injections and registered kernels.
+    """
+    shutdown()
+    specs = [DeviceSpec() for _ in range(devices)] if isinstance(devices, int) else list(devices)
+    with _engine.control_lock:
+        _engine.injections.clear()
+        _engine.kernels.clear()
+    calls.clear()
+    diagnostics.clear()
+    _engine.STATE = _engine.State(specs, driver_version, None if init_error is None else int(init_error),
+                                  library_missing)
+
+
+def shutdown() -> None:
+    """Stop every stream thread of the current driver and free its memory."""
+    _engine.shut_down(_engine.STATE)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, **reset_args: Any) -> types.ModuleType:
+    """:func:`reset` (with ``reset_args``), then make ``from cuda.bindings import driver`` return the
+    stand-in for the rest of the test (monkeypatch undoes it); returns the stand-in module."""
+    reset(**reset_args)
+
+    def package(name: str) -> types.ModuleType:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            module = types.ModuleType(name)
+            module.__path__ = []
+            monkeypatch.setitem(sys.modules, name, module)
+            return module
+
+    cuda, bindings = package("cuda"), package("cuda.bindings")
+    monkeypatch.setattr(cuda, "bindings", bindings, raising=False)
+    monkeypatch.setattr(bindings, "driver", driver, raising=False)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+    return driver
+
+
+def inject(function_name: str, code: Any, times: int | None = 1, skip: int = 0) -> None:
+    """Make calls of ``function_name`` return ``code`` and do nothing: after ``skip`` calls that
+    work normally, the next ``times`` calls (``None``: all of them). Injections of one function
+    apply in the order they were made."""
+    if not hasattr(driver, function_name) or not function_name.startswith("cu"):
+        raise ValueError(f"cuda_standin has no driver function {function_name!r}")
+    with _engine.control_lock:
+        _engine.injections.setdefault(function_name, deque()).append(_engine.Injection(int(code), times, skip))
+
+
+def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[int, int, int], int, int], object],
+                    *, param_sizes: Iterable[int | tuple[int, int]] | None = None,
+                    max_threads: int | None = None) -> None:
+    """Run ``fn(params, grid, block, shared_mem, device)`` on the stream's thread whenever a kernel
+    called ``name`` is launched. ``params`` is the argument blob (bytes) the launch passed;
+    ``device`` the ordinal. ``fn`` may raise :class:`KernelFault`. ``param_sizes`` ((size,
+    alignment) or size per parameter) lets launches through ``kernelParams`` pack arguments when
+    the image does not describe them (cubin, fatbin); ``max_threads`` is the kernel's limit."""
+    layout = None if param_sizes is None else [p if isinstance(p, tuple) else (p, min(p, 8) or 1)
+                                                for p in param_sizes]
+    with _engine.control_lock:
+        _engine.kernels[name] = _engine.KernelImpl(fn, layout, max_threads)
+
+
+def set_binary_symbols(kernels: Iterable[str] = (), globals: dict[str, int] | None = None) -> None:  # noqa: A002
+    """Kernel names and ``{global name: size}`` that cubin and fatbin images loaded from now on contain
+    (in addition to what a cubin's own symbol table lists)."""
+    from ._images import KernelInfo
+
+    st = _engine.STATE
+    st.binary_kernels = {name: KernelInfo(name) for name in kernels}
+    st.binary_globals = dict(globals or {})
+
+
+def poison(device: int = 0, code: Any = 700) -> None:
+    """Put device ``device``'s context in the sticky error state ``code`` (default ILLEGAL_ADDRESS),
+    as if a kernel had just faulted."""
+    st = _engine.STATE
+    with st.cv:
+        st.devices[device].context.sticky = int(code)
+        st.cv.notify_all()
+
+
+def state() -> _engine.State:
+    """The running simulated driver (devices, contexts, streams, allocations), for white-box checks."""
+    return _engine.STATE
+
+
+def read(address: int, size: int) -> bytes:
+    """``size`` bytes at a (device) address."""
+    return ctypes.string_at(int(address), size)
+
+
+def write(address: int, data: bytes) -> None:
+    """Store ``data`` at a (device) address."""
+    ctypes.memmove(int(address), data, len(data))

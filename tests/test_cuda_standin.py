@@ -1,0 +1,684 @@
+"""Pins down the behaviour of tests/cuda_standin, the test double for ``cuda.bindings.driver``.
+
+The stand-in must follow the CUDA driver's documented behaviour closely enough that the CUDA
+plugin's logic can be trusted to it: these tests fix stream order, NOT_READY while work is
+pending, host functions on a driver thread, events, sticky errors, fault injection, per-thread
+contexts, kernel argument passing and module parsing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import cuda_standin as standin
+import pytest
+from cuda_standin import DeviceSpec, KernelFault
+
+WAIT = 10.0  # the longest a test waits for something that should happen at once
+HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_alive: list[Any] = []  # C function pointers must outlive every stream that may call them
+
+PTX = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+
+// .entry commented_out(  is not a kernel
+.visible .global .align 4 .u32 counter = 7;
+.visible .global .align 8 .b8 table[24];
+.global .align 4 .f32 scale = 0f3F800000;
+.const .align 4 .u32 limits[3] = {1, 2, 3};
+.extern .global .align 4 .u32 elsewhere;
+
+.visible .entry add_one(
+    .param .u64 .ptr .global .align 1 add_one_param_0,
+    .param .u32 add_one_param_1
+)
+.maxntid 128, 1, 1
+{
+    ret;
+}
+
+.visible .entry packed(
+    .param .align 8 .b8 packed_param_0[16],
+    .param .u8 packed_param_1,
+    .param .f64 packed_param_2
+)
+{
+    ld.global.u32 %r1, [counter];
+    ret;
+}
+"""
+
+
+@pytest.fixture
+def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The stand-in, installed as cuda.bindings.driver, with cuInit done; shut down afterwards."""
+    standin.install(monkeypatch)
+    from cuda.bindings import driver as installed  # type: ignore[import-untyped]
+
+    assert installed is standin.driver
+    ok(installed.cuInit(0))
+    yield installed
+    standin.shutdown()
+
+
+def ok(result: tuple[Any, ...]) -> Any:
+    """The outputs of a successful call (one unpacked, several as a tuple)."""
+    assert int(result[0]) == 0, f"driver call failed: {result[0]!r}; {standin.diagnostics[-1:]}"
+    return result[1] if len(result) == 2 else result[1:] or None
+
+
+def code(result: tuple[Any, ...]) -> str:
+    return result[0].name
+
+
+def retain(driver: Any, ordinal: int = 0) -> Any:
+    """Retain device ``ordinal``'s primary context and make it current on this thread."""
+    ctx = ok(driver.cuDevicePrimaryCtxRetain(ok(driver.cuDeviceGet(ordinal))))
+    ok(driver.cuCtxSetCurrent(ctx))
+    return ctx
+
+
+@pytest.fixture
+def ctx(driver: Any) -> Any:
+    return retain(driver)
+
+
+class HostFn:
+    """A Python callable behind a C function pointer, as a CUhostFn; records the thread it ran on."""
+
+    def __init__(self, body: Callable[[int | None], None] = lambda _: None) -> None:
+        self.threads: list[int] = []
+
+        def trampoline(data: int | None) -> None:
+            self.threads.append(threading.get_ident())
+            body(data)
+
+        self.c_function = HOST_FN_TYPE(trampoline)
+        _alive.append(self.c_function)
+        self.address = ctypes.cast(self.c_function, ctypes.c_void_p).value
+
+    def launch(self, driver: Any, stream: Any, user_data: int = 0) -> None:
+        ok(driver.cuLaunchHostFunc(stream, driver.CUhostFn(self.address), user_data))
+
+
+class Gate(HostFn):
+    """A host function that holds its stream until opened."""
+
+    def __init__(self) -> None:
+        self.entered, self.opened = threading.Event(), threading.Event()
+        super().__init__(self._hold)
+
+    def _hold(self, _data: int | None) -> None:
+        self.entered.set()
+        assert self.opened.wait(WAIT)
+
+
+def extra_array(blob: bytes) -> tuple[Any, ...]:
+    """A CU_LAUNCH_PARAM_BUFFER_* ``extra`` array for ``blob``: (array, blob buffer, size)."""
+    buffer = ctypes.create_string_buffer(blob, max(1, len(blob)))
+    size = ctypes.c_size_t(len(blob))
+    array = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+    return array, buffer, size
+
+
+def load(driver: Any, image: bytes, log_size: int = 0) -> Any:
+    options = [driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, driver.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    log = bytes(bytearray(log_size)) if log_size else b""
+    result = driver.cuModuleLoadDataEx(image, 2 if log_size else 0, options, [log, log_size])
+    return result, log
+
+
+# ---- initialisation, devices, errors ---------------------------------------------------------------
+
+def test_calls_need_cuinit_and_devices_describe_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = standin.install(monkeypatch, devices=[DeviceSpec(name="Alpha", compute_capability=(8, 6),
+                                                         attributes={"MULTIPROCESSOR_COUNT": 84}), DeviceSpec()])
+    assert code(d.cuDeviceGetCount()) == "CUDA_ERROR_NOT_INITIALIZED"
+    assert ok(d.cuDriverGetVersion()) == 12040  # allowed before cuInit
+    assert code(d.cuInit(1)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(d.cuInit(0))
+    assert ok(d.cuDeviceGetCount()) == 2
+    dev = ok(d.cuDeviceGet(0))
+    assert isinstance(dev, d.CUdevice) and int(dev) == 0
+    name = ok(d.cuDeviceGetName(32, dev))
+    assert len(name) == 32 and name.split(b"\0")[0] == b"Alpha"
+    assert len(ok(d.cuDeviceGetUuid(dev)).bytes) == 16
+    assert ok(d.cuDeviceGetUuid(0)).bytes != ok(d.cuDeviceGetUuid(1)).bytes
+    attr = d.CUdevice_attribute
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) == 8
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) == 6
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)) == 84
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1)) == 32
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 1)) == 48 * 1024
+    assert ok(d.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_INTEGRATED, 1)) == 0
+    assert ok(d.cuDeviceTotalMem(dev)) == DeviceSpec().total_memory
+    assert d.cuDeviceGet(2) == (d.CUresult.CUDA_ERROR_INVALID_DEVICE, None)
+    standin.shutdown()
+
+
+def test_init_failure_and_missing_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = standin.install(monkeypatch, init_error=standin.driver.CUresult.CUDA_ERROR_NO_DEVICE)
+    assert code(d.cuInit(0)) == "CUDA_ERROR_NO_DEVICE"
+    assert code(d.cuDeviceGetCount()) == "CUDA_ERROR_NOT_INITIALIZED"
+    standin.reset(library_missing=True)
+    with pytest.raises(RuntimeError) as info:
+        d.cuInit(0)
+    assert type(info.value).__name__ == "DynamicLibNotFoundError"
+    standin.reset(devices=0)
+    assert code(d.cuInit(0)) == "CUDA_ERROR_NO_DEVICE"
+
+
+def test_failures_return_none_for_each_output_and_errors_have_names(driver: Any, ctx: Any) -> None:
+    assert driver.cuModuleGetGlobal(0x1234, b"x") == (driver.CUresult.CUDA_ERROR_INVALID_HANDLE, None, None)
+    assert driver.cuStreamCreate(8) == (driver.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    assert ok(driver.cuGetErrorName(driver.CUresult.CUDA_ERROR_NOT_READY)) == b"CUDA_ERROR_NOT_READY"
+    assert ok(driver.cuGetErrorString(700)) == b"an illegal memory access was encountered"
+    assert ok(driver.cuGetErrorString(driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY)) == b"out of memory"
+    with pytest.raises(AttributeError, match="does not simulate cuMemAllocAsync"):
+        driver.cuMemAllocAsync  # noqa: B018
+
+
+# ---- contexts --------------------------------------------------------------------------------------
+
+def test_current_context_is_per_thread(driver: Any) -> None:
+    assert code(driver.cuMemAlloc(64)) == "CUDA_ERROR_INVALID_CONTEXT"
+    context = retain(driver)
+    ok(driver.cuMemAlloc(64))
+    seen: dict[str, Any] = {}
+
+    def other() -> None:
+        seen["before"] = code(driver.cuMemAlloc(64)), int(ok(driver.cuCtxGetCurrent()))
+        ok(driver.cuCtxSetCurrent(context))
+        seen["after"] = code(driver.cuStreamCreate(0))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(WAIT)
+    assert seen == {"before": ("CUDA_ERROR_INVALID_CONTEXT", 0), "after": "CUDA_SUCCESS"}
+    assert ok(driver.cuCtxGetCurrent()) == context
+
+
+def test_primary_context_lifetime(driver: Any) -> None:
+    dev = ok(driver.cuDeviceGet(1))
+    assert ok(driver.cuDevicePrimaryCtxGetState(dev)) == (0, 0)
+    ok(driver.cuDevicePrimaryCtxSetFlags(dev, driver.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC))
+    first = retain(driver, 1)
+    assert ok(driver.cuDevicePrimaryCtxGetState(dev)) == (4, 1)
+    again = ok(driver.cuDevicePrimaryCtxRetain(dev))
+    assert again == first
+    stream = ok(driver.cuStreamCreate(1))
+    pointer = ok(driver.cuMemAlloc(16))
+    ok(driver.cuDevicePrimaryCtxRelease(dev))
+    ok(driver.cuStreamQuery(stream))  # still retained once
+    ok(driver.cuDevicePrimaryCtxRelease(dev))
+    assert code(driver.cuDevicePrimaryCtxRelease(dev)) == "CUDA_ERROR_INVALID_CONTEXT"
+    assert ok(driver.cuDevicePrimaryCtxGetState(dev))[1] == 0
+    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_INVALID_CONTEXT"  # current but inactive
+    assert retain(driver, 1) == first  # the primary context keeps its handle
+    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_INVALID_HANDLE"  # destroyed with the context
+    assert code(driver.cuMemFree(pointer)) == "CUDA_ERROR_INVALID_VALUE"
+
+
+def test_peer_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = standin.install(monkeypatch, devices=[DeviceSpec(), DeviceSpec(), DeviceSpec(peers=set())])
+    ok(d.cuInit(0))
+    contexts = [retain(d, i) for i in (2, 1, 0)][::-1]
+    assert ok(d.cuDeviceCanAccessPeer(0, 1)) == 1
+    assert ok(d.cuDeviceCanAccessPeer(0, 0)) == 0
+    assert ok(d.cuDeviceCanAccessPeer(2, 0)) == 0
+    ok(d.cuCtxEnablePeerAccess(contexts[1], 0))
+    assert code(d.cuCtxEnablePeerAccess(contexts[1], 0)) == "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"
+    assert code(d.cuCtxEnablePeerAccess(contexts[0], 0)) == "CUDA_ERROR_INVALID_CONTEXT"
+    assert code(d.cuCtxEnablePeerAccess(contexts[2], 1)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(d.cuCtxSetCurrent(contexts[2]))
+    assert code(d.cuCtxEnablePeerAccess(contexts[0], 0)) == "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"
+    standin.shutdown()
+
+
+# ---- memory ----------------------------------------------------------------------------------------
+
+def test_allocations_are_real_tracked_and_budgeted(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = standin.install(monkeypatch, devices=[DeviceSpec(memory_budget=1 << 20)])
+    ok(d.cuInit(0))
+    retain(d)
+    device_memory = ok(d.cuMemAlloc(1 << 19))
+    assert isinstance(device_memory, d.CUdeviceptr) and int(device_memory) % 256 == 0
+    standin.write(int(device_memory), b"abc")
+    assert standin.read(int(device_memory), 3) == b"abc"
+    assert code(d.cuMemAlloc((1 << 19) + 1)) == "CUDA_ERROR_OUT_OF_MEMORY"
+    managed = ok(d.cuMemAllocManaged(1 << 18, d.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL))
+    assert standin.state().devices[0].used == (1 << 19) + (1 << 18)
+    pinned = ok(d.cuMemAllocHost(4 << 20))  # pinned host memory does not use the device budget
+    assert isinstance(pinned, int)
+    assert code(d.cuMemAlloc(0)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(d.cuMemAllocManaged(16, 4)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(d.cuMemFree(pinned)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(d.cuMemFreeHost(device_memory)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(d.cuMemFree(int(device_memory) + 8)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(d.cuMemFree(device_memory))
+    assert code(d.cuMemFree(device_memory)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(d.cuMemFree(int(managed)))
+    ok(d.cuMemFreeHost(pinned))
+    assert standin.state().devices[0].used == 0
+    standin.shutdown()
+
+
+def test_copies_and_fills_move_data(driver: Any) -> None:
+    ctx1, ctx0 = retain(driver, 1), retain(driver, 0)
+    stream = ok(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING))
+    a, b = ok(driver.cuMemAlloc(64)), ok(driver.cuMemAlloc(64))
+    source = ctypes.create_string_buffer(bytes(range(64)), 64)
+    ok(driver.cuMemcpyHtoDAsync(a, source, 64, stream))
+    ok(driver.cuMemcpyDtoDAsync(b, a, 32, stream))
+    ok(driver.cuMemsetD8Async(int(b) + 32, 0xEE, 8, stream))
+    ok(driver.cuMemsetD16Async(int(b) + 40, 0x1234, 2, int(stream)))
+    ok(driver.cuMemsetD32Async(int(b) + 44, 0xA1B2C3D4, 1, stream))
+    target = bytearray(64)
+    ok(driver.cuMemcpyDtoHAsync(target, b, 48, stream))
+    ok(driver.cuStreamSynchronize(stream))
+    assert target[:32] == bytes(range(32))
+    assert target[32:48] == b"\xee" * 8 + b"\x34\x12\x34\x12" + b"\xd4\xc3\xb2\xa1"
+    # A 3-byte pattern as three strided lanes (pitch 3, one element per row, 5 rows).
+    for lane, value in enumerate(b"xyz"):
+        ok(driver.cuMemsetD2D8Async(int(a) + lane, 3, value, 1, 5, stream))
+    ok(driver.cuStreamSynchronize(stream))
+    assert standin.read(int(a), 16) == b"xyz" * 5 + bytes([15])
+    ok(driver.cuMemsetD2D32Async(a, 8, 0x01010101, 1, 2, stream))
+    ok(driver.cuStreamSynchronize(stream))
+    assert standin.read(int(a), 16)[:12] == b"\x01" * 4 + b"yzxy" + b"\x01" * 4
+    ok(driver.cuCtxSetCurrent(ctx1))
+    peer = ok(driver.cuMemAlloc(16))
+    ok(driver.cuCtxSetCurrent(ctx0))
+    ok(driver.cuMemcpyPeerAsync(peer, ctx1, a, ctx0, 16, stream))
+    ok(driver.cuStreamSynchronize(stream))
+    assert standin.read(int(peer), 16) == standin.read(int(a), 16)
+    ok(driver.cuMemcpyHtoD(a, b"synchronous", 11))
+    back = ctypes.create_string_buffer(11)
+    ok(driver.cuMemcpyDtoH(back, a, 11))
+    assert back.raw == b"synchronous"
+    # Invalid ranges and alignments are refused when the call is made.
+    assert code(driver.cuMemsetD32Async(int(a) + 2, 0, 1, stream)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuMemcpyHtoDAsync(int(a) + 60, source, 8, stream)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuMemcpyDtoHAsync(target, 0x10, 8, stream)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuMemsetD2D8Async(a, 1, 0, 2, 2, stream)) == "CUDA_ERROR_INVALID_VALUE"  # pitch < width
+    with pytest.raises(OverflowError):  # as in the bindings: the value is an unsigned char
+        driver.cuMemsetD8Async(a, 300, 1, stream)
+
+
+# ---- streams and host functions ------------------------------------------------------------------
+
+def test_stream_runs_in_order_and_is_not_ready_while_work_is_pending(driver: Any, ctx: Any) -> None:
+    stream = ok(driver.cuStreamCreate(1))
+    ok(driver.cuStreamQuery(stream))
+    gate = Gate()
+    pointer = ok(driver.cuMemAlloc(8))
+    order: list[str] = []
+
+    def kernel(params: bytes, *_: Any) -> None:
+        order.append(f"kernel {params.hex()}")
+
+    standin.register_kernel("add_one", kernel)
+    module, _ = load(driver, PTX + b"\0")
+    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
+    gate.launch(driver, stream)
+    assert gate.entered.wait(WAIT)
+    ok(driver.cuMemcpyHtoDAsync(pointer, b"12345678", 8, stream))  # queued behind the gate
+    for i in range(3):
+        HostFn(functools.partial(lambda index, _data: order.append(f"host {index}"), i)).launch(driver, stream)
+        array, *_ = extra_array(bytes([i]))
+        ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, ctypes.addressof(array)))
+    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_NOT_READY"
+    assert standin.read(int(pointer), 8) == bytes(8) and order == []
+    gate.opened.set()
+    ok(driver.cuStreamSynchronize(stream))
+    ok(driver.cuStreamQuery(stream))
+    assert standin.read(int(pointer), 8) == b"12345678"
+    assert order == ["host 0", "kernel 00", "host 1", "kernel 01", "host 2", "kernel 02"]
+
+
+def test_host_functions_run_on_a_driver_thread_and_block_nothing_else(driver: Any, ctx: Any) -> None:
+    held, other = ok(driver.cuStreamCreate(1)), ok(driver.cuStreamCreate(1))
+    gate = Gate()
+    received: list[int | None] = []
+    recorder = HostFn(received.append)
+    gate.launch(driver, held)
+    recorder.launch(driver, held, 0xBEEF)
+    assert gate.entered.wait(WAIT)
+    assert gate.threads[0] != threading.get_ident()
+    # While the host function blocks: the API works and another stream makes progress.
+    side = HostFn()
+    side.launch(driver, other)
+    ok(driver.cuStreamSynchronize(other))
+    assert len(side.threads) == 1 and side.threads[0] != gate.threads[0]
+    # A sync from another thread waits for the host function without deadlocking with it.
+    synced = threading.Event()
+
+    def sync_held() -> None:
+        ok(driver.cuCtxSetCurrent(ctx))
+        ok(driver.cuStreamSynchronize(held))
+        synced.set()
+
+    waiter = threading.Thread(target=sync_held)
+    waiter.start()
+    assert not synced.wait(0.05) and received == []
+    gate.opened.set()
+    waiter.join(WAIT)
+    assert synced.is_set() and received == [0xBEEF]
+    assert recorder.threads == gate.threads  # one driver thread per stream
+
+
+def test_host_functions_may_not_call_the_driver(driver: Any, ctx: Any) -> None:
+    stream = ok(driver.cuStreamCreate(1))
+    results: list[str] = []
+    HostFn(lambda _: results.append(code(driver.cuStreamQuery(stream)))).launch(driver, stream)
+    ok(driver.cuStreamSynchronize(stream))
+    assert results == ["CUDA_ERROR_NOT_PERMITTED"]
+
+
+def test_legacy_stream_runs_work_at_once_in_the_caller(driver: Any, ctx: Any) -> None:
+    pointer = ok(driver.cuMemAlloc(4))
+    ok(driver.cuMemsetD32Async(pointer, 0x11223344, 1, 0))
+    assert standin.read(int(pointer), 4) == b"\x44\x33\x22\x11"
+    host = HostFn()
+    host.launch(driver, None)
+    assert host.threads == [threading.get_ident()]
+    ok(driver.cuStreamSynchronize(0))
+    ok(driver.cuStreamQuery(None))
+
+
+def test_destroyed_stream_finishes_its_work(driver: Any, ctx: Any) -> None:
+    stream = ok(driver.cuStreamCreate(1))
+    gate, after = Gate(), HostFn()
+    gate.launch(driver, stream)
+    after.launch(driver, stream)
+    ok(driver.cuStreamDestroy(stream))  # returns at once; the work still runs
+    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_INVALID_HANDLE"
+    assert gate.entered.wait(WAIT) and after.threads == []
+    gate.opened.set()
+    ok(driver.cuCtxSynchronize())  # waits for the destroyed stream's work too
+    assert len(after.threads) == 1
+
+
+# ---- events ----------------------------------------------------------------------------------------
+
+def test_events_query_sync_and_time(driver: Any, ctx: Any) -> None:
+    stream = ok(driver.cuStreamCreate(1))
+    start, end = ok(driver.cuEventCreate(0)), ok(driver.cuEventCreate(0))
+    untimed = ok(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+    ok(driver.cuEventQuery(start))  # never recorded: no work captured
+    assert code(driver.cuEventElapsedTime(start, end)) == "CUDA_ERROR_INVALID_HANDLE"
+    gate = Gate()
+    gate.launch(driver, stream)
+    ok(driver.cuEventRecord(start, stream))
+    HostFn(lambda _: time.sleep(0.02)).launch(driver, stream)  # a measurable gap, not a wait for work
+    ok(driver.cuEventRecord(end, stream))
+    ok(driver.cuEventRecord(untimed, stream))
+    assert code(driver.cuEventQuery(end)) == "CUDA_ERROR_NOT_READY"
+    assert code(driver.cuEventElapsedTime(start, end)) == "CUDA_ERROR_NOT_READY"
+    gate.opened.set()
+    ok(driver.cuEventSynchronize(end))
+    ok(driver.cuEventQuery(end))
+    elapsed = ok(driver.cuEventElapsedTime(start, end))
+    assert isinstance(elapsed, float) and 15.0 <= elapsed < 5000.0
+    assert code(driver.cuEventElapsedTime(start, untimed)) == "CUDA_ERROR_INVALID_HANDLE"
+    retain(driver, 1)
+    other_stream = ok(driver.cuStreamCreate(1))
+    assert code(driver.cuEventRecord(start, other_stream)) == "CUDA_ERROR_INVALID_HANDLE"  # other context
+    ok(driver.cuEventDestroy(untimed))
+    assert code(driver.cuEventQuery(untimed)) == "CUDA_ERROR_INVALID_HANDLE"
+
+
+def test_stream_waits_for_an_event_across_streams_and_devices(driver: Any) -> None:
+    retain(driver, 0)
+    producer = ok(driver.cuStreamCreate(1))
+    event = ok(driver.cuEventCreate(0))
+    never_recorded = ok(driver.cuEventCreate(0))
+    retain(driver, 1)
+    consumer = ok(driver.cuStreamCreate(1))
+    order: list[str] = []
+    gate = Gate()
+    ok(driver.cuStreamWaitEvent(consumer, never_recorded, 0))  # stands for no work
+    gate.launch(driver, producer)
+    HostFn(lambda _: order.append("producer")).launch(driver, producer)
+    ok(driver.cuEventRecord(event, producer))  # event and stream share a context (not the current one)
+    ok(driver.cuStreamWaitEvent(consumer, event, 0))
+    HostFn(lambda _: order.append("consumer")).launch(driver, consumer)
+    ok(driver.cuEventRecord(event, producer))  # a later record does not change what consumer waits for
+    assert code(driver.cuStreamQuery(consumer)) == "CUDA_ERROR_NOT_READY"
+    gate.opened.set()
+    ok(driver.cuStreamSynchronize(consumer))
+    assert order == ["producer", "consumer"]
+
+
+# ---- kernels, faults, injection ------------------------------------------------------------------
+
+def test_kernel_faults_are_asynchronous_and_sticky(driver: Any) -> None:
+    other_ctx = retain(driver, 1)
+    other_stream = ok(driver.cuStreamCreate(1))
+    retain(driver, 0)
+    module, _ = load(driver, PTX + b"\0")
+    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
+
+    def illegal_address(*_: Any) -> None:
+        raise KernelFault(driver.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "load from 0x0")
+
+    standin.register_kernel("add_one", illegal_address)
+    faulting, bystander = ok(driver.cuStreamCreate(1)), ok(driver.cuStreamCreate(1))
+    gate, skipped = Gate(), HostFn()
+    gate.launch(driver, faulting)
+    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, faulting, None, 0))  # the launch itself succeeds
+    skipped.launch(driver, faulting)
+    gate.opened.set()
+    assert code(driver.cuStreamSynchronize(faulting)) == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    assert skipped.threads == []  # not called after the context's error
+    for result in (driver.cuStreamQuery(bystander), driver.cuStreamSynchronize(bystander), driver.cuMemAlloc(8),
+                   driver.cuEventCreate(0), driver.cuCtxSynchronize(), driver.cuStreamSynchronize(faulting)):
+        assert code(result) == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    ok(driver.cuCtxSetCurrent(other_ctx))  # the other device is unaffected
+    ok(driver.cuStreamSynchronize(other_stream))
+    ok(driver.cuDevicePrimaryCtxRelease(0))  # the last release destroys the context ...
+    retain(driver, 0)
+    ok(driver.cuMemAlloc(8))  # ... and a fresh one works
+
+
+def test_non_sticky_faults_are_reported_once(driver: Any, ctx: Any) -> None:
+    module, _ = load(driver, PTX + b"\0")
+    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
+    stream = ok(driver.cuStreamCreate(1))
+
+    def fault(*_: Any) -> None:
+        raise KernelFault(driver.CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+
+    standin.register_kernel("add_one", fault)
+    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, 0))
+    assert code(driver.cuStreamSynchronize(stream)) == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+    ok(driver.cuStreamSynchronize(stream))
+    ok(driver.cuMemAlloc(8))
+    standin.register_kernel("add_one", lambda *_: 1 / 0)  # a broken body is a launch failure (sticky)
+    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, 0))
+    assert code(driver.cuStreamSynchronize(stream)) == "CUDA_ERROR_LAUNCH_FAILED"
+    assert "ZeroDivisionError" in standin.diagnostics[-1]
+    standin.poison(1, driver.CUresult.CUDA_ERROR_ASSERT)
+    retain(driver, 1)
+    assert code(driver.cuStreamCreate(0)) == "CUDA_ERROR_ASSERT"
+
+
+def test_injected_failures_do_nothing_and_calls_are_recorded(driver: Any, ctx: Any) -> None:
+    standin.inject("cuMemAlloc", driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
+    assert driver.cuMemAlloc(64) == (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None)
+    assert standin.state().devices[0].used == 0
+    ok(driver.cuMemAlloc(64))
+    standin.inject("cuStreamCreate", driver.CUresult.CUDA_ERROR_UNKNOWN, times=2, skip=1)
+    results = [code(driver.cuStreamCreate(0)) for _ in range(4)]
+    assert results == ["CUDA_SUCCESS", "CUDA_ERROR_UNKNOWN", "CUDA_ERROR_UNKNOWN", "CUDA_SUCCESS"]
+    standin.inject("cuStreamQuery", driver.CUresult.CUDA_ERROR_NOT_READY, times=None)
+    assert {code(driver.cuStreamQuery(0)) for _ in range(5)} == {"CUDA_ERROR_NOT_READY"}
+    assert ("cuMemAlloc", (64,)) in standin.calls
+    assert [name for name, _ in standin.calls].count("cuStreamCreate") == 4
+    with pytest.raises(ValueError):
+        standin.inject("cuNoSuchCall", 1)
+
+
+def test_launch_copies_the_extra_blob_and_checks_its_arguments(driver: Any, ctx: Any) -> None:
+    seen: list[tuple[Any, ...]] = []
+    standin.register_kernel("add_one", lambda *args: seen.append(args))
+    module = ok(load(driver, PTX + b"\0")[0])
+    function = ok(driver.cuModuleGetFunction(module, b"add_one"))
+    stream = ok(driver.cuStreamCreate(1))
+    gate = Gate()
+    gate.launch(driver, stream)
+    array, buffer, _size = extra_array(struct.pack("<QI", 0x1122334455667788, 9))
+    ok(driver.cuLaunchKernel(function, 2, 3, 4, 32, 2, 1, 1024, stream, None, ctypes.addressof(array)))
+    ctypes.memset(buffer, 0, 12)  # the caller may reuse its buffer once the launch returned
+    gate.opened.set()
+    ok(driver.cuStreamSynchronize(stream))
+    assert seen == [(struct.pack("<QI", 0x1122334455667788, 9), (2, 3, 4), (32, 2, 1), 1024, 0)]
+    address = ctypes.addressof(array)
+    both = driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, address, address)
+    assert code(both) == "CUDA_ERROR_INVALID_VALUE"
+    bad = (ctypes.c_void_p * 3)(7, 0, 0)
+    assert code(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None,
+                                      ctypes.addressof(bad))) == "CUDA_ERROR_INVALID_VALUE"
+    # kernelParams: an array of pointers to each argument, packed as the PTX parameter list says.
+    packed = ok(driver.cuModuleGetFunction(module, b"packed"))
+    standin.register_kernel("packed", lambda *args: seen.append(args))
+    first, second, third = ctypes.create_string_buffer(b"A" * 16, 16), ctypes.c_uint8(5), ctypes.c_double(2.5)
+    pointers = (ctypes.c_void_p * 3)(*(ctypes.addressof(x) for x in (first, second, third)))
+    ok(driver.cuLaunchKernel(packed, 1, 1, 1, 1, 1, 1, 0, stream, ctypes.addressof(pointers), 0))
+    ok(driver.cuLaunchKernel(packed, 1, 1, 1, 1, 1, 1, 0, stream,
+                             ((7, 2.5), (ctypes.c_uint32, ctypes.c_double)), 0))
+    ok(driver.cuStreamSynchronize(stream))
+    assert seen[1][0] == b"A" * 16 + b"\x05" + bytes(7) + struct.pack("<d", 2.5)
+    assert seen[2][0] == struct.pack("<I", 7) + bytes(4) + struct.pack("<d", 2.5)
+
+
+def test_launch_limits_and_function_attributes(driver: Any) -> None:
+    retain(driver, 1)
+    foreign = ok(driver.cuModuleGetFunction(ok(load(driver, PTX + b"\0")[0]), b"packed"))
+    retain(driver, 0)
+    module = ok(load(driver, PTX + b"\0")[0])
+    add_one = ok(driver.cuModuleGetFunction(module, b"add_one"))
+    packed = ok(driver.cuModuleGetFunction(module, b"packed"))
+    stream = ok(driver.cuStreamCreate(1))
+    attribute = driver.CUfunction_attribute
+
+    def launch(function: Any, block: int = 1, grid: int = 1, shared: int = 0, on: Any = stream) -> str:
+        return code(driver.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, shared, on, None, 0))
+
+    assert ok(driver.cuFuncGetAttribute(attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, add_one)) == 128
+    assert ok(driver.cuFuncGetAttribute(attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, packed)) == 1024
+    assert launch(add_one, block=256) == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"  # above its .maxntid
+    assert launch(packed, block=2048) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuLaunchKernel(packed, 1, 1, 1, 1, 1, 65, 0, stream, None, 0)) == "CUDA_ERROR_INVALID_VALUE"
+    assert launch(packed, grid=0) == "CUDA_ERROR_INVALID_VALUE"
+    assert launch(packed, shared=64 * 1024) == "CUDA_ERROR_INVALID_VALUE"
+    dynamic = attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert code(driver.cuFuncSetAttribute(packed, dynamic, 300 * 1024)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuFuncSetAttribute(packed, attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, 1)) == \
+        "CUDA_ERROR_INVALID_VALUE"
+    ok(driver.cuFuncSetAttribute(packed, dynamic, 64 * 1024))
+    assert ok(driver.cuFuncGetAttribute(dynamic, packed)) == 64 * 1024
+    assert launch(packed, shared=64 * 1024) == "CUDA_SUCCESS"
+    assert launch(foreign) == "CUDA_ERROR_INVALID_HANDLE"  # a function of another context
+    grid, block = ok(driver.cuOccupancyMaxPotentialBlockSize(add_one, None, 0, 0))
+    assert block == 128 and grid == 132 * 16
+    assert ok(driver.cuOccupancyMaxPotentialBlockSize(packed, None, 0, 200))[1] == 192
+    ok(driver.cuStreamSynchronize(stream))
+
+
+# ---- modules ---------------------------------------------------------------------------------------
+
+def test_ptx_modules_give_kernels_and_initialised_globals(driver: Any, ctx: Any) -> None:
+    module = ok(load(driver, PTX + b"\0")[0])
+    for kernel in (b"add_one", b"packed"):
+        assert isinstance(ok(driver.cuModuleGetFunction(module, kernel)), driver.CUfunction)
+    assert code(driver.cuModuleGetFunction(module, b"commented_out")) == "CUDA_ERROR_NOT_FOUND"
+    with pytest.raises(TypeError):
+        driver.cuModuleGetFunction(module, "add_one")
+    expected = {b"counter": (4, struct.pack("<I", 7)), b"table": (24, bytes(24)),
+                b"scale": (4, struct.pack("<f", 1.0)), b"limits": (12, struct.pack("<3I", 1, 2, 3))}
+    for name, (size, content) in expected.items():
+        pointer, found_size = ok(driver.cuModuleGetGlobal(module, name))
+        assert found_size == size and standin.read(int(pointer), size) == content
+    assert code(driver.cuModuleGetGlobal(module, b"elsewhere")) == "CUDA_ERROR_NOT_FOUND"
+    second = ok(load(driver, PTX + b"\0")[0])  # each module has its own globals
+    assert int(ok(driver.cuModuleGetGlobal(second, b"counter"))[0]) != int(ok(driver.cuModuleGetGlobal(module,
+                                                                                                   b"counter"))[0])
+    used = standin.state().devices[0].used
+    ok(driver.cuModuleUnload(module))
+    assert standin.state().devices[0].used == used - 44
+    assert code(driver.cuModuleGetFunction(module, b"add_one")) == "CUDA_ERROR_INVALID_HANDLE"
+
+
+def test_rejected_images_and_the_jit_log(driver: Any, ctx: Any) -> None:
+    result, log = load(driver, PTX + b"// standin-invalid\n\0", log_size=256)
+    assert code(result) == "CUDA_ERROR_INVALID_PTX" and result[1] is None
+    assert log.split(b"\0")[0] == b"ptxas fatal : standin: invalid PTX"
+    assert code(load(driver, PTX)[0]) == "CUDA_ERROR_INVALID_PTX"  # not NUL-terminated
+    newer = PTX.replace(b"sm_90", b"sm_100") + b"\0"
+    result, log = load(driver, newer, log_size=128)
+    assert code(result) == "CUDA_ERROR_INVALID_PTX" and b"sm_100" in log
+    assert code(load(driver, b"not an image\0")[0]) == "CUDA_ERROR_INVALID_IMAGE"
+    x86_elf = b"\x7fELF\x02\x01\x01" + bytes(11) + struct.pack("<H", 62) + bytes(44)
+    assert code(load(driver, x86_elf)[0]) == "CUDA_ERROR_INVALID_IMAGE"
+    with pytest.raises(RuntimeError, match="too small"):
+        driver.cuModuleLoadDataEx(PTX + b"\0", 3, [], [])
+
+
+def test_cubin_and_fatbin_images_take_names_from_the_control(driver: Any, ctx: Any) -> None:
+    cubin = b"\x7fELF\x02\x01\x01" + bytes(11) + struct.pack("<H", 190) + bytes(44)
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 8) + bytes(8)
+    standin.set_binary_symbols(kernels=["vector_add"], globals={"state": 8})
+    for image in (cubin, fatbin):
+        module = ok(load(driver, image)[0])
+        ok(driver.cuModuleGetFunction(module, b"vector_add"))
+        assert ok(driver.cuModuleGetGlobal(module, b"state"))[1] == 8
+    raw = ctypes.create_string_buffer(fatbin, len(fatbin))
+    ok(driver.cuModuleLoadDataEx(ctypes.addressof(raw), 0, None, None))  # an image given by address
+
+
+def test_shutdown_stops_every_stream_thread(driver: Any, ctx: Any) -> None:
+    for _ in range(3):
+        HostFn().launch(driver, ok(driver.cuStreamCreate(1)))
+    standin.shutdown()
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("cuda-standin-stream")]
+    assert alive == []
+
+
+def test_works_without_cuda_bindings_installed() -> None:
+    """Without the package, look-alike enums and handles stand in for the real ones."""
+    script = textwrap.dedent("""
+        import importlib, sys
+        sys.modules["cuda"] = None  # cuda-bindings is not installed
+        import pytest
+        import cuda_standin as standin
+        monkeypatch = pytest.MonkeyPatch()
+        standin.install(monkeypatch)
+        driver = importlib.import_module("cuda.bindings.driver")
+        assert driver is standin.driver and standin._types.real is None
+        assert driver.cuInit(0) == (driver.CUresult.CUDA_SUCCESS,)
+        context = driver.cuDevicePrimaryCtxRetain(driver.CUdevice(1))[1]
+        assert driver.cuCtxSetCurrent(context)[0] == 0 and int(driver.cuCtxGetCurrent()[1]) == int(context)
+        stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)[1]
+        assert driver.cuStreamSynchronize(stream)[0] == 0
+        assert len(driver.cuDeviceGetUuid(0)[1].bytes) == 16
+        assert repr(driver.cuMemAlloc(0)[0]) == "<CUresult.CUDA_ERROR_INVALID_VALUE: 1>"
+        standin.shutdown()
+        monkeypatch.undo()
+        print("fallback ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent)
+    assert done.returncode == 0 and "fallback ok" in done.stdout, done.stderr
