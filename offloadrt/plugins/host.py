@@ -227,9 +227,7 @@ class HostDevice(GenericDevice):
             if prepared is None:
                 prepared = self._prepare_launch_struct(group_size)
             if prepared is not None:
-                with queue._submit_lock:  # type: ignore[attr-defined]  # HostQueue.submit_kernel, inlined
-                    queue.submitted += 1  # type: ignore[attr-defined]
-                    queue._items.put((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
+                queue._push((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
                 return
         queue.submit(_launch_item, (self.groups, kernel, args, num_groups, group_size,  # type: ignore[attr-defined]
                                     dyn_shared_memory))

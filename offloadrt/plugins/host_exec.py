@@ -11,6 +11,7 @@ import ctypes
 import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
@@ -81,7 +82,6 @@ class HostEvent(GenericEvent):
 #           the address of a prepared, read-only launch struct; a non-zero return is a fault.
 CALL = 0
 KERNEL = 1
-_NEVER = 1 << 62
 Item = tuple[int, Any, Any, Any]
 
 
@@ -90,76 +90,66 @@ def kernel_fault(name: str, status: int, group: tuple[int, int, int]) -> Offload
                         f"kernel '{name}' faulted: it returned {status} in work-group {group}")
 
 
+def _open_latch(latch: _Latch) -> None:
+    latch.open()
+
+
+def _open_latch_skipped(latch: _Latch, _failure: QueueFailure) -> None:
+    latch.open()
+
+
 class HostQueue(AsyncInfo):
     """An in-order queue served by its own daemon thread.
 
-    ``submitted`` and ``completed`` count items; the queue is idle when they are equal.
-    Once the queue fails, later items are skipped (events among them are marked failed).
+    An item stays at the head of ``_items`` until it has finished, so the queue is idle exactly
+    when ``_items`` is empty. Submitting is a lock-free append; the thread sleeps on ``_wake``
+    only when it has found the queue empty after announcing that it will sleep. Once the queue
+    fails, later items are skipped (events and sync markers among them are still released).
     """
 
-    __slots__ = ("_items", "_submit_lock", "_cond", "_targets", "_wake_at", "submitted", "completed", "_thread")
+    __slots__ = ("_items", "_sleeping", "_wake", "_thread")
 
     def __init__(self, device: object, name: str):
         super().__init__(device)
-        self._items: SimpleQueue[Item | None] = SimpleQueue()
-        self._submit_lock = threading.Lock()  # keeps `submitted` exact under concurrent submitters
-        self._cond = threading.Condition(threading.Lock())  # sync waiters sleep here; guards _targets
-        self._targets: list[int] = []  # the `completed` count each sleeping waiter needs
-        self._wake_at = _NEVER  # min(_targets): the worker notifies only when it gets there
-        self.submitted = 0
-        self.completed = 0
+        self._items: deque[Item | None] = deque()
+        self._sleeping = False
+        self._wake = threading.Lock()  # released to wake the sleeping thread (a binary semaphore)
+        self._wake.acquire()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
+
+    def _push(self, item: Item | None) -> None:
+        self._items.append(item)
+        if self._sleeping:
+            self._sleeping = False
+            try:
+                self._wake.release()
+            except RuntimeError:  # another submitter woke it first
+                pass
 
     def submit(self, run: Callable[[Any], object], arg: Any,
                skip: Callable[[Any, QueueFailure], object] | None = None) -> None:
         """Run ``run(arg)`` in queue order; ``skip(arg, failure)`` instead if the queue failed."""
-        with self._submit_lock:
-            self.submitted += 1
-            self._items.put((CALL, run, arg, skip))
+        self._push((CALL, run, arg, skip))
 
     def submit_kernel(self, kernel: Any, args: bytes | None, launch_address: int) -> None:
         """Run a one-group launch of ``kernel`` with a prepared launch struct."""
-        with self._submit_lock:
-            self.submitted += 1
-            self._items.put((KERNEL, kernel, args, launch_address))
+        self._push((KERNEL, kernel, args, launch_address))
 
     def is_idle(self) -> bool:
-        return self.completed == self.submitted
-
-    def fail(self, error: OffloadError) -> QueueFailure:
-        failure = AsyncInfo.fail(self, error)
-        self._wake_at = 0  # wake every sync waiter at once: they return QUEUE_ERROR
-        return failure
-
-    def adopt(self, failure: QueueFailure) -> None:
-        AsyncInfo.adopt(self, failure)
-        self._wake_at = 0
+        return not self._items
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until every item submitted so far finished or the queue failed."""
-        target = self.submitted
-        if self.completed >= target:
+        """Block until every item submitted so far finished (or was skipped after a failure)."""
+        if not self._items:
             return True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            targets = self._targets
-            targets.append(target)
-            self._wake_at = min(targets)
-            try:
-                while self.completed < target and self.failure is None:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._cond.wait(remaining)
-            finally:
-                targets.remove(target)
-                self._wake_at = min(targets) if targets else _NEVER
-        return True
+        marker = _Latch()
+        self.submit(_open_latch, marker, _open_latch_skipped)
+        return marker.wait(-1 if timeout is None else timeout)
 
     def stop(self) -> None:
         """Let the thread finish what was submitted, then exit. Never blocks."""
-        self._items.put(None)
+        self._push(None)
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
@@ -169,10 +159,17 @@ class HostQueue(AsyncInfo):
         return self._thread.is_alive()
 
     def _serve(self) -> None:
-        get = self._items.get
+        items = self._items
         while True:
-            item = get()
+            if not items:
+                self._sleeping = True
+                if not items:  # nothing arrived after we announced the sleep: wait for a submitter
+                    self._wake.acquire()
+                self._sleeping = False
+                continue
+            item = items[0]
             if item is None:
+                items.popleft()
                 return
             tag, run, arg, extra = item
             failure = self.failure
@@ -192,10 +189,7 @@ class HostQueue(AsyncInfo):
                     self.fail(err)
             elif tag == CALL and extra is not None:
                 extra(arg, failure)
-            self.completed += 1
-            if self.completed >= self._wake_at:
-                with self._cond:
-                    self._cond.notify_all()
+            items.popleft()
 
 
 class _GroupJob:
