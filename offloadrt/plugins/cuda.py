@@ -31,11 +31,14 @@ _current = threading.local()  # .context: the CUcontext value this thread last m
 
 
 class CudaStream(AsyncInfo):
-    __slots__ = ("stream",)
+    """A stream, and the events of other devices it was told to wait for since its last sync."""
+
+    __slots__ = ("stream", "waited")
 
     def __init__(self, device: CudaDevice, stream: Any):
         super().__init__(device)
         self.stream = stream
+        self.waited: list[CudaEvent] = []
 
 
 class CudaEvent(GenericEvent):
@@ -54,12 +57,13 @@ class CudaImage(DeviceImage):
 
 
 class CudaKernel(GenericKernel):
-    __slots__ = ("function", "shared_limit")
+    __slots__ = ("function", "shared_limit", "lock")
 
     def __init__(self, image: CudaImage, name: str, function: Any):
         super().__init__(image, name)
         self.function = function
-        self.shared_limit = DEFAULT_SHARED_LIMIT
+        self.shared_limit = DEFAULT_SHARED_LIMIT  # the dynamic shared memory the driver allows now
+        self.lock = threading.Lock()  # guards shared_limit and the attribute it mirrors: it only rises
 
 
 # ---- host functions ---------------------------------------------------------------------------
@@ -178,6 +182,10 @@ class CudaDevice(GenericDevice):
 
     def _deinit_impl(self) -> None:
         errors = self.event_pool.deinit()
+        # Host functions the driver will never run (behind a fault) must not keep their data alive.
+        for key, entry in list(_host_calls.items()):
+            if entry[2].device is self:
+                _host_calls.pop(key, None)
         if getattr(_current, "context", None) == self.context_value:
             _current.context = None
         try:
@@ -331,7 +339,7 @@ class CudaDevice(GenericDevice):
         with self.queue_or_temporary(queue) as q:
             stream = q.stream  # type: ignore[attr-defined]
             if count:
-                if width in (1, 2, 4):
+                if width in (1, 2, 4) and ptr % width == 0:  # D16/D32 need an aligned start
                     memset = {1: d.cuMemsetD8Async, 2: d.cuMemsetD16Async, 4: d.cuMemsetD32Async}[width]
                     self.check(memset(ptr, int.from_bytes(pattern, "little"), count, stream),
                                f"cuMemsetD{width * 8}Async")
@@ -398,9 +406,11 @@ class CudaDevice(GenericDevice):
         assert isinstance(kernel, CudaKernel)
         d = self.enter()
         if dyn_shared_memory > kernel.shared_limit:
-            attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            self.check(d.cuFuncSetAttribute(kernel.function, attr, dyn_shared_memory), "cuFuncSetAttribute")
-            kernel.shared_limit = dyn_shared_memory
+            with kernel.lock:
+                if dyn_shared_memory > kernel.shared_limit:
+                    attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                    self.check(d.cuFuncSetAttribute(kernel.function, attr, dyn_shared_memory), "cuFuncSetAttribute")
+                    kernel.shared_limit = dyn_shared_memory
         extra = _launch_buffers.pack(args) if args else 0
         gx, gy, gz = num_groups
         bx, by, bz = group_size
@@ -410,11 +420,16 @@ class CudaDevice(GenericDevice):
             if result[0]:
                 raise self.failure(int(result[0]), f"cuLaunchKernel({kernel.name!r})")
             return
-        with self.queue_or_temporary(None) as temporary:
-            result = d.cuLaunchKernel(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
-                                      temporary.stream, None, extra)  # type: ignore[attr-defined]
-            if result[0]:
-                raise self.failure(int(result[0]), f"cuLaunchKernel({kernel.name!r})")
+        try:
+            with self.queue_or_temporary(None) as temporary:
+                result = d.cuLaunchKernel(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
+                                          temporary.stream, None, extra)  # type: ignore[attr-defined]
+                if result[0]:
+                    raise self.failure(int(result[0]), f"cuLaunchKernel({kernel.name!r})")
+        except OffloadError as exc:
+            if "cuLaunchKernel" not in exc.details:
+                exc.details += f" (running kernel {kernel.name!r})"
+            raise
 
     def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
         assert isinstance(kernel, CudaKernel)
@@ -424,6 +439,11 @@ class CudaDevice(GenericDevice):
         return int(block)
 
     # ---- queues ----------------------------------------------------------------------------
+    def init_async_info(self) -> AsyncInfo:
+        if self.sticky is not None:  # even a pooled stream belongs to the poisoned context
+            raise self.sticky
+        return super().init_async_info()
+
     def _create_queue_impl(self) -> AsyncInfo:
         d = self.enter()
         stream = self.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
@@ -440,6 +460,7 @@ class CudaDevice(GenericDevice):
         assert isinstance(queue, CudaStream)
         d = self.enter()
         self.check(d.cuStreamSynchronize(queue.stream), "cuStreamSynchronize")
+        self._settle_waits(queue)
 
     def _query_impl(self, queue: AsyncInfo) -> bool:
         assert isinstance(queue, CudaStream)
@@ -449,7 +470,28 @@ class CudaDevice(GenericDevice):
             return False
         if status != cd.SUCCESS:
             raise self.failure(status, "cuStreamQuery")
+        self._settle_waits(queue)
         return True
+
+    def _settle_waits(self, queue: CudaStream) -> None:
+        """Once a stream drained: fail it if a queue of another device it waited on failed.
+
+        A fault on another GPU does not stop this stream, so the failure spreads here, when the
+        waiting queue is next synced or queried.
+        """
+        waited, queue.waited = queue.waited, []
+        for event in waited:
+            source = event.queue
+            source_device = event.device
+            assert isinstance(source_device, CudaDevice)
+            if source is None:
+                continue
+            if source.failure is None:
+                # Ask the event's own device: a fault there shows up as an error of the event.
+                source_device._is_event_complete_impl(event)
+            if source.failure is not None:
+                queue.adopt(source.failure)
+                return
 
     def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
         return not self._query_impl(queue)
@@ -487,14 +529,23 @@ class CudaDevice(GenericDevice):
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(event, CudaEvent) and isinstance(queue, CudaStream)
         source = event.queue
+        source_device = event.device
+        assert isinstance(source_device, CudaDevice)
+        if source is not None and source.failure is None and source_device.sticky is not None:
+            source.fail(source_device.sticky)
         if source is not None and source.failure is not None:
             queue.adopt(source.failure)
             return
         d = self.enter()
         self.check(d.cuStreamWaitEvent(queue.stream, event.event, 0), "cuStreamWaitEvent")
+        if source_device is not self:
+            queue.waited.append(event)
 
     def _sync_event_impl(self, event: GenericEvent) -> None:
         assert isinstance(event, CudaEvent)
+        if self.sticky is not None:  # a poisoned context fails every queue, and so every event
+            self._event_failed(event, self.sticky)
+            return
         d = self.enter()
         status = int(d.cuEventSynchronize(event.event)[0])
         if status != cd.SUCCESS:
@@ -509,6 +560,9 @@ class CudaDevice(GenericDevice):
 
     def _is_event_complete_impl(self, event: GenericEvent) -> bool:
         assert isinstance(event, CudaEvent)
+        if self.sticky is not None:
+            self._event_failed(event, self.sticky)
+            return True
         d = self.enter()
         status = int(d.cuEventQuery(event.event)[0])
         if status == cd.NOT_READY:

@@ -52,12 +52,21 @@ class GenericDevice(ABC):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def init(self) -> None:
+        """Start the device; if setup fails after ``_init_impl``, undo it before re-raising."""
         self._init_impl()
-        self._info = self._obtain_info_impl()
-        dims: Dimensions = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION]
-        self.max_group_dims = (dims.x, dims.y, dims.z)
-        self.max_group_size = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE]
-        self.max_local_memory = self._info[DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE]
+        try:
+            self._info = self._obtain_info_impl()
+            dims: Dimensions = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION]
+            self.max_group_dims = (dims.x, dims.y, dims.z)
+            self.max_group_size = self._info[DeviceInfo.MAX_WORK_GROUP_SIZE]
+            self.max_local_memory = self._info[DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE]
+        except BaseException:
+            try:
+                self._deinit_impl()
+            except OffloadError as exc:
+                warnings.warn(f"offloadrt: undoing a failed {self.plugin.name} device setup failed too: {exc}",
+                              OffloadWarning, stacklevel=2)
+            raise
         self.initialized = True
 
     def deinit(self) -> list[OffloadError]:
