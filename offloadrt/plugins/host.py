@@ -227,7 +227,10 @@ class HostDevice(GenericDevice):
             if prepared is None:
                 prepared = self._prepare_launch_struct(group_size)
             if prepared is not None:
-                queue._push((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
+                # HostQueue._push, inlined on the hottest path
+                queue._items.append((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
+                if queue._sleeping:  # type: ignore[attr-defined]
+                    queue.wake()  # type: ignore[attr-defined]
                 return
         queue.submit(_launch_item, (self.groups, kernel, args, num_groups, group_size,  # type: ignore[attr-defined]
                                     dyn_shared_memory))

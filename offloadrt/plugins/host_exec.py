@@ -121,11 +121,15 @@ class HostQueue(AsyncInfo):
     def _push(self, item: Item | None) -> None:
         self._items.append(item)
         if self._sleeping:
-            self._sleeping = False
-            try:
-                self._wake.release()
-            except RuntimeError:  # another submitter woke it first
-                pass
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the thread after an append (call only when ``_sleeping`` was seen set)."""
+        self._sleeping = False
+        try:
+            self._wake.release()
+        except RuntimeError:  # another submitter woke it first
+            pass
 
     def submit(self, run: Callable[[Any], object], arg: Any,
                skip: Callable[[Any, QueueFailure], object] | None = None) -> None:
@@ -160,6 +164,7 @@ class HostQueue(AsyncInfo):
 
     def _serve(self) -> None:
         items = self._items
+        kernel_tag, call_tag = KERNEL, CALL
         while True:
             if not items:
                 self._sleeping = True
@@ -175,7 +180,7 @@ class HostQueue(AsyncInfo):
             failure = self.failure
             if failure is None:
                 try:
-                    if tag == KERNEL:
+                    if tag is kernel_tag:
                         status = run.fn(arg, extra)
                         if status:
                             self.fail(kernel_fault(run.name, status, (0, 0, 0)))
@@ -187,7 +192,7 @@ class HostQueue(AsyncInfo):
                     err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
                     err.__cause__ = exc
                     self.fail(err)
-            elif tag == CALL and extra is not None:
+            elif tag is call_tag and extra is not None:
                 extra(arg, failure)
             items.popleft()
 
