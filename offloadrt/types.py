@@ -6,8 +6,21 @@ its prefix, in C order, so ``int(member)`` is the value liboffload's header give
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
+from typing import Any
+
+from .errors import ErrorCode, OffloadError
+
+
+def _integer(owner: str, name: str, value: Any) -> int:
+    """``value`` as an ``int``; anything that is not an integer is ``INVALID_ARGUMENT`` at once."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{owner}.{name} must be an integer, got {type(value).__name__} {value!r}") from None
 
 
 class PlatformInfo(IntEnum):
@@ -112,11 +125,14 @@ class SymbolInfo(IntEnum):
 
 @dataclass
 class Dimensions:
-    """``ol_dimensions_t``: three unsigned 32-bit extents."""
+    """``ol_dimensions_t``: three unsigned 32-bit extents (integers, checked on assignment)."""
 
     x: int = 1
     y: int = 1
     z: int = 1
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, _integer("Dimensions", name, value))
 
 
 @dataclass
@@ -127,6 +143,14 @@ class KernelLaunchSizeArgs:
     num_groups: Dimensions = field(default_factory=Dimensions)
     group_size: Dimensions = field(default_factory=Dimensions)
     dyn_shared_memory: int = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("dimensions", "dyn_shared_memory"):
+            value = _integer("KernelLaunchSizeArgs", name, value)
+        elif not isinstance(value, Dimensions):
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"KernelLaunchSizeArgs.{name} must be a Dimensions, got {type(value).__name__}")
+        object.__setattr__(self, name, value)
 
 
 class ValueKind(IntEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ErrorCode, OffloadError
 from ._state import Context, entry_point
 from .handles import Device, Program, live_device, live_program, payload
 
@@ -21,13 +22,16 @@ def olCreateProgram(ctx: Context, device: Device, image: bytes) -> Program:
 @entry_point
 def olDestroyProgram(ctx: Context, program: Program) -> None:
     """Unload the program from its device now; its symbols become invalid."""
-    image = live_program(program)
+    live_program(program)
     assert isinstance(program, Program)
-    program._image = None
     device = program.device
-    with device.lock:
-        device.programs.discard(program)
     gdev = live_device(device)
+    with device.lock:  # claim the handle: of two racing destroys, one wins
+        image = program._image
+        if image is None:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"program {program!r} has been destroyed")
+        program._image = None
+        device.programs.discard(program)
     gdev.unload_binary(image)
 
 

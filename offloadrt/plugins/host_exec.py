@@ -283,14 +283,15 @@ class GroupPool:
         self.size = max(1, size)
         self._tasks: SimpleQueue[_GroupJob | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()  # guards _threads
+        self._lock = threading.Lock()  # guards _threads and closed
+        self.closed = False  # after shutdown a launch runs all its groups on the caller's thread
         self._local = threading.local()  # per-thread launch struct of callers that run groups
 
     def _ensure_threads(self) -> None:
         if len(self._threads) >= self.size - 1:
             return
         with self._lock:
-            while len(self._threads) < self.size - 1:
+            while not self.closed and len(self._threads) < self.size - 1:
                 thread = threading.Thread(target=self._serve, name=f"offloadrt-host-group-{len(self._threads)}",
                                           daemon=True)
                 thread.start()
@@ -320,12 +321,20 @@ class GroupPool:
                 raise kernel_fault(name, status, (0, 0, 0))
             return
         helpers = min(self.size, total) - 1
+        with self._lock:
+            if self.closed:
+                helpers = 0
         nchunks = min(total, (helpers + 1) * 4)
         job = _GroupJob(fn, args, num_groups, group_size, dyn, name, helpers + 1, nchunks)
         if helpers:
             self._ensure_threads()
-            for _ in range(helpers):
-                self._tasks.put(job)
+            with self._lock:
+                if self.closed:  # shut down meanwhile: its threads may be gone; run what is left here
+                    job._active -= helpers
+                    helpers = 0
+                else:
+                    for _ in range(helpers):
+                        self._tasks.put(job)
         job.work(self._local)
         job.done.wait()
         if job.fault is not None:
@@ -334,6 +343,7 @@ class GroupPool:
     def shutdown(self, wait: bool = False) -> None:
         """Ask the threads to exit once the work they hold is done; with ``wait``, join them."""
         with self._lock:
+            self.closed = True
             threads, self._threads = self._threads, []
             for _ in threads:
                 self._tasks.put(None)
