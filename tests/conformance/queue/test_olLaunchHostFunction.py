@@ -48,13 +48,13 @@ def test_success_blocking(device: api.Device, kernel: api.Symbol) -> None:
     def spin(state: list[bool]) -> None:
         deadline = time.monotonic() + TIMEOUT  # never spin for good, even if the test dies
         while state[0] and time.monotonic() < deadline:
-            time.sleep(0)
+            time.sleep(0)  # upstream's busy spin, yielding the GIL
 
     api.olLaunchHostFunction(queue, spin, block)
     try:
         api.olLaunchKernel(queue, device, kernel, foo_args(mem), args)
 
-        time.sleep(0.5)
+        time.sleep(0.5)  # upstream's 500 ms: time for a wrongly ordered kernel to run (not a wait for work)
         assert list(data) == [0] * 64, "the kernel ran before the blocking host function returned"
     finally:
         block[0] = False
