@@ -15,13 +15,12 @@ Prints "no CUDA device" and exits 0 on a machine without one.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from _report import best_of, print_table, write_json
 
 import offloadrt
 from offloadrt import (
@@ -52,9 +51,6 @@ def compile_ptx(source: bytes) -> bytes:
     nvrtc.nvrtcGetPTX(prog, ptx)
     return ptx
 
-
-def best_of(repeats: int, fn: Any) -> float:
-    return min(fn() for _ in range(repeats))
 
 
 def cuda_devices() -> list[api.Device]:
@@ -218,12 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"{raw_call} {copy[key + '_raw_GBps']:.2f} GB/s", f"{copy[key + '_ratio']:.2f}x", ">= 0.95x"))
     rows.append(("olCreateQueue+olDestroyQueue", f"{queue['ours_us']:.2f} us",
                  f"cuStreamCreate+Destroy {queue['raw_us']:.2f} us", f"{queue['ratio']:.2f}x", "-"))
-    header = ("operation", "offloadrt", "raw cuda.bindings (same run)", "ratio", "goal")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
-    for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    print_table(("operation", "offloadrt", "raw cuda.bindings (same run)", "ratio", "goal"), rows)
+    write_json(args.json, results)
     return 0
 
 

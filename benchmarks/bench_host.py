@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _report import best_of, print_table, write_json
 
 import offloadrt
 from offloadrt import AllocType, DeviceInfo, DeviceType, Dimensions, KernelLaunchSizeArgs, SymbolKind, api
@@ -43,9 +43,6 @@ def build_empty_kernel(workdir: Path) -> Path:
                    check=True)
     return target
 
-
-def best_of(repeats: int, fn) -> float:
-    return min(fn() for _ in range(repeats))
 
 
 def bench_launch(device: api.Device, library: Path, launches: int) -> dict[str, float]:
@@ -168,12 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         ("olCreateEvent+Sync+Destroy", f"{results['event']['create_sync_destroy_us']:.2f} us", "-", "-", "-"),
     ]
     print(f"offloadrt {offloadrt.__version__} on {results['device']} (host device)")
-    header = ("operation", "offloadrt", "floor (same run)", "ratio", "goal")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
-    for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    print_table(("operation", "offloadrt", "floor (same run)", "ratio", "goal"), rows)
+    write_json(args.json, results)
     return 0
 
 

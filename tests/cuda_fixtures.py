@@ -21,6 +21,7 @@ from typing import Any
 
 import cuda_standin as standin
 import pytest
+from conftest import call_with_timeout
 from cuda_standin import KernelFault
 
 from offloadrt import (
@@ -195,21 +196,7 @@ class Gate:
 
 def in_new_thread(fn: Callable[..., Any], *args: Any, timeout: float = WAIT) -> Any:
     """``fn(*args)`` on a brand-new Python thread; its result, or its exception re-raised here."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001  # re-raised in the test's thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} did not return within {timeout} s"
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
+    return call_with_timeout(fn, *args, timeout=timeout)
 
 
 def host_buffer(data: bytes | int) -> tuple[ctypes.Array, int]:
