@@ -304,10 +304,13 @@ def representative_workload(runtime: Runtime) -> None:
 
 
 def plugin_driver_calls() -> set[str]:
-    """Every ``cu*`` function the plugin's source calls."""
+    """Every ``cu*`` function the plugin's source calls, directly or through ``DRIVER_CALLS``."""
     plugins = Path(cuda_driver.__file__).parent
-    text = (plugins / "cuda.py").read_text() + (plugins / "cuda_driver.py").read_text()
-    return set(re.findall(r"\b(?:d|mod|self\.d)\.(cu[A-Z]\w*)\b", text))
+    text = "".join((plugins / name).read_text() for name in ("cuda.py", "cuda_driver.py"))
+    from offloadrt.plugins.cuda import CudaDevice as Device
+
+    direct = set(re.findall(r"\b(?:d|mod|self\.d)\.(cu[A-Z]\w*)\b", text))
+    return direct | set(Device.DRIVER_CALLS.values())
 
 
 def to_real(value: Any, real: Any) -> Any:

@@ -869,7 +869,8 @@ def test_sync_from_another_thread_while_a_host_function_blocks_cannot_deadlock(
         in_sync.set()
         return real_sync(stream)
 
-    monkeypatch.setattr(standin.driver, "cuStreamSynchronize", watched_sync)
+    # The plugin binds its driver functions when the device starts: watch the device's binding.
+    monkeypatch.setattr(cuda_device(rt.gpus[0]), "drv_stream_sync", watched_sync)
     running, released, finished = threading.Event(), threading.Event(), threading.Event()
 
     def blocking(_: object) -> None:

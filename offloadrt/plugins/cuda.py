@@ -1,173 +1,63 @@
 """The CUDA plugin: NVIDIA GPUs through the driver API of ``cuda-python`` (``cuda.bindings.driver``).
 
 Each device retains its primary context and makes it current on the calling thread before
-every driver call, so any Python thread can use any device. Streams and events come from
-per-device pools. A kernel fault that poisons the context (a "sticky" error such as an
-illegal address) is remembered: every later call on that device fails at once, saying the
-device must be re-initialised (``olShutDown`` then ``olInit``).
+every driver call, so any Python thread can use any device. Streams, events, launches, fills
+and host functions are the shared GPU logic of :mod:`.gpu`; this module adds what is CUDA's
+own: contexts, allocation, device attributes, PTX/cubin/fatbin images and the shared-memory
+opt-in.
 """
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import threading
-from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag, PlatformBackend
 from . import cuda_driver as cd
 from .cuda_images import compatible, image_kind
-from .image import DeviceImage, GenericKernel, GlobalVariable
-from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
-from .resources import AsyncInfo, GenericEvent, ResourcePool
+from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, LaunchBuffers
+from .image import DeviceImage, GenericKernel
+from .interface import GenericDevice, GenericPlugin, PluginUnavailable
+from .resources import AsyncInfo
 
 UINT32_MAX = 0xFFFFFFFF
 DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 JIT_LOG_SIZE = 16 * 1024
 
-_current = threading.local()  # .context: the CUcontext value this thread last made current
 
-
-class CudaStream(AsyncInfo):
-    """A stream, and the events of other devices it was told to wait for since its last sync."""
-
-    __slots__ = ("stream", "waited")
-
-    def __init__(self, device: CudaDevice, stream: Any):
-        super().__init__(device)
-        self.stream = stream
-        self.waited: list[CudaEvent] = []
-
-
-class CudaEvent(GenericEvent):
-    __slots__ = ("event", "queue")
-
-    def __init__(self, device: CudaDevice, event: Any):
-        super().__init__(device)
-        self.event = event
-        self.queue: AsyncInfo | None = None
-
-
-class CudaImage(DeviceImage):
-    def __init__(self, device: CudaDevice, image: bytes, module: Any):
-        super().__init__(device, image)
-        self.module = module
-
-
-class CudaKernel(GenericKernel):
-    __slots__ = ("function", "shared_limit", "lock")
-
-    def __init__(self, image: CudaImage, name: str, function: Any):
-        super().__init__(image, name)
-        self.function = function
-        self.shared_limit = DEFAULT_SHARED_LIMIT  # the dynamic shared memory the driver allows now
-        self.lock = threading.Lock()  # guards shared_limit and the attribute it mirrors: it only rises
-
-
-# ---- host functions ---------------------------------------------------------------------------
-# The driver calls one C trampoline with an integer key; the key finds the Python callback. The
-# trampoline holds the GIL only while the callback runs, and our driver calls release it, so a
-# thread waiting in cuStreamSynchronize never blocks a host function (no GIL deadlock).
-
-_HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_host_calls: dict[int, tuple[Callable[[Any], object], Any, AsyncInfo]] = {}
-_host_keys = itertools.count(1)
-
-
-def _run_host_call(key: int | None) -> None:
-    entry = _host_calls.pop(key or 0, None)
-    if entry is None:
-        return
-    callback, user_data, queue = entry
-    if queue.failure is not None:
-        return  # the queue failed before this point: later host work does not run
-    try:
-        callback(user_data)
-    except BaseException as exc:  # noqa: BLE001  # the queue fails; the driver thread goes on
-        err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
-        err.__cause__ = exc
-        queue.fail(err)
-
-
-_HOST_TRAMPOLINE = _HOST_FN_TYPE(_run_host_call)
-_HOST_TRAMPOLINE_ADDRESS = ctypes.cast(_HOST_TRAMPOLINE, ctypes.c_void_p).value
-
-
-class _LaunchBuffers(threading.local):
-    """Per-thread memory for cuLaunchKernel's ``extra`` array and the copied argument blob."""
-
-    def __init__(self) -> None:
-        self.size = ctypes.c_size_t(0)
-        self.capacity = 256
-        self.blob = ctypes.create_string_buffer(self.capacity)
-        self.extra = (ctypes.c_void_p * 5)(cd.CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self.blob),
-                                           cd.CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self.size),
-                                           cd.CU_LAUNCH_PARAM_END)
-        self.address = ctypes.addressof(self.extra)
-
-    def pack(self, args: bytes) -> int:
-        """The ``extra`` address for ``args`` (the driver copies the blob during the call)."""
-        size = len(args)
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity)
-            self.blob = ctypes.create_string_buffer(self.capacity)
-            self.extra[1] = ctypes.addressof(self.blob)
-        ctypes.memmove(self.blob, args, size)
-        self.size.value = size
-        return self.address
-
-
-_launch_buffers = _LaunchBuffers()
-
-
-class CudaDevice(GenericDevice):
+class CudaDevice(GpuDevice):
     """One NVIDIA GPU, used through its primary context."""
 
+    DRIVER_CALLS: ClassVar[dict[str, str]] = {
+        "memcpy_htod": "cuMemcpyHtoDAsync", "memcpy_dtoh": "cuMemcpyDtoHAsync", "memcpy_dtod": "cuMemcpyDtoDAsync",
+        "memcpy_peer": "cuMemcpyPeerAsync",
+        "memset8": "cuMemsetD8Async", "memset16": "cuMemsetD16Async", "memset32": "cuMemsetD32Async",
+        "memset2d8": "cuMemsetD2D8Async", "memset2d16": "cuMemsetD2D16Async", "memset2d32": "cuMemsetD2D32Async",
+        "module_unload": "cuModuleUnload", "module_get_function": "cuModuleGetFunction",
+        "module_get_global": "cuModuleGetGlobal", "launch": "cuLaunchKernel",
+        "stream_destroy": "cuStreamDestroy", "stream_sync": "cuStreamSynchronize", "stream_query": "cuStreamQuery",
+        "stream_wait_event": "cuStreamWaitEvent", "host_func": "cuLaunchHostFunc",
+        "event_destroy": "cuEventDestroy", "event_record": "cuEventRecord", "event_sync": "cuEventSynchronize",
+        "event_query": "cuEventQuery", "event_elapsed": "cuEventElapsedTime",
+    }
+    label = "CUDA"
+    default_shared_limit = DEFAULT_SHARED_LIMIT
+    thread_state: ClassVar[threading.local] = threading.local()  # .token: the CUcontext value made current
+    launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(cd.CU_LAUNCH_PARAM_BUFFER_POINTER,
+                                                            cd.CU_LAUNCH_PARAM_BUFFER_SIZE, cd.CU_LAUNCH_PARAM_END)
+    peer_limit_statuses = (711,)  # CUDA_ERROR_TOO_MANY_PEERS
+
     def __init__(self, plugin: CudaPlugin, device_id: int):
-        super().__init__(plugin, device_id)
-        self.driver = plugin.driver
-        self.d = plugin.driver.module
-        self.sticky: OffloadError | None = None
+        super().__init__(plugin, device_id, plugin.driver)
         self.context: Any = None
-        self.context_value = 0
+        self.context_value = 0  # the CUcontext as an int: the thread's current-device token
         self.cc = (0, 0)
-        self.peers: dict[int, bool] = {}  # peer device id -> direct access enabled
-        self._peer_lock = threading.Lock()  # guards peers
-        # Events the user never destroyed die with the primary context at de-init: no warning.
-        self.event_pool: ResourcePool[Any] = ResourcePool("event", self._create_cu_event, self._destroy_cu_event,
-                                                          warn_missing=False)
 
-    # ---- driver access ---------------------------------------------------------------------
-    def check(self, result: Any, call: str) -> Any:
-        """Unpack a driver result; a failure raises, and a sticky one poisons the device."""
-        status = int(result[0])
-        if status == cd.SUCCESS:
-            return result[1] if len(result) == 2 else result[1:]
-        raise self.failure(status, call)
+    # ---- context ---------------------------------------------------------------------------
+    def _make_current(self) -> None:
+        self.check(self.d.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
-    def failure(self, status: int, call: str) -> OffloadError:
-        err = self.driver.error(status, call)
-        if status in cd.STICKY:
-            if self.sticky is None:
-                self.sticky = OffloadError(
-                    ErrorCode.BACKEND_FAILURE,
-                    f"CUDA device {self.device_id} hit a sticky error ({self.driver.name(status)} in {call}); "
-                    f"its context is unusable until the device is re-initialised (olShutDown, then olInit)")
-            err.details += " (sticky: the device must be re-initialised)"
-        return err
-
-    def enter(self) -> Any:
-        """Fail fast on a poisoned device, make its context current on this thread; return the driver."""
-        if self.sticky is not None:
-            raise self.sticky
-        if getattr(_current, "context", None) != self.context_value:
-            self.check(self.d.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-            _current.context = self.context_value
-        return self.d
-
-    # ---- lifecycle -------------------------------------------------------------------------
     def _init_impl(self) -> None:
         d = self.d
         self.handle = self.check(d.cuDeviceGet(self.device_id), "cuDeviceGet")
@@ -177,23 +67,11 @@ class CudaDevice(GenericDevice):
             self.check(d.cuDevicePrimaryCtxSetFlags(self.handle, d.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC),
                        "cuDevicePrimaryCtxSetFlags")
         self.context = self.check(d.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
-        self.context_value = int(self.context)
+        self.context_value = self.current_token = int(self.context)
         self.enter()
 
-    def _deinit_impl(self) -> None:
-        errors = self.event_pool.deinit()
-        # Host functions the driver will never run (behind a fault) must not keep their data alive.
-        for key, entry in list(_host_calls.items()):
-            if entry[2].device is self:
-                _host_calls.pop(key, None)
-        if getattr(_current, "context", None) == self.context_value:
-            _current.context = None
-        try:
-            self.check(self.d.cuDevicePrimaryCtxRelease(self.handle), "cuDevicePrimaryCtxRelease")
-        except OffloadError as exc:
-            errors.append(exc)
-        if errors:
-            raise OffloadError.join(errors, f"releasing CUDA device {self.device_id}")
+    def _release_device(self) -> None:
+        self.check(self.d.cuDevicePrimaryCtxRelease(self.handle), "cuDevicePrimaryCtxRelease")
 
     def attribute(self, name: str) -> int:
         attr = getattr(self.d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
@@ -265,6 +143,7 @@ class CudaDevice(GenericDevice):
         ]
         return info
 
+
     # ---- memory ----------------------------------------------------------------------------
     def _alloc_impl(self, size: int, kind: AllocType) -> int:
         d = self.enter()
@@ -284,80 +163,21 @@ class CudaDevice(GenericDevice):
         else:
             self.check(d.cuMemFree(ptr), "cuMemFree")
 
-    def on_stream(self, queue: AsyncInfo | None, call: str, fn: Callable[..., Any], *args: Any) -> None:
-        """``fn(*args, stream)`` on ``queue``'s stream, or on a temporary one that is synced."""
-        if queue is not None:
-            result = fn(*args, queue.stream)  # type: ignore[attr-defined]
-            if result[0]:
-                raise self.failure(int(result[0]), call)
-            return
-        with self.queue_or_temporary(None) as temporary:
-            result = fn(*args, temporary.stream)  # type: ignore[attr-defined]
-            if result[0]:
-                raise self.failure(int(result[0]), call)
-
-    def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        d = self.enter()
-        self.on_stream(queue, "cuMemcpyHtoDAsync", d.cuMemcpyHtoDAsync, dst, src, size)
-
-    def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        d = self.enter()
-        self.on_stream(queue, "cuMemcpyDtoHAsync", d.cuMemcpyDtoHAsync, dst, src, size)
-
-    def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        d = self.enter()
-        self.on_stream(queue, "cuMemcpyDtoDAsync", d.cuMemcpyDtoDAsync, dst, src, size)
-
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         assert isinstance(dst_device, CudaDevice)
-        d = self.enter()
+        self.enter()
         self._enable_peer(dst_device)
         # The driver routes a peer copy directly when access is enabled, through the host otherwise.
-        self.on_stream(queue, "cuMemcpyPeerAsync", d.cuMemcpyPeerAsync, dst, dst_device.context, src, self.context,
-                       size)
+        self.on_stream(queue, "memcpy_peer", dst, dst_device.context, src, self.context, size)
 
-    def _enable_peer(self, peer: CudaDevice) -> None:
-        with self._peer_lock:
-            if peer.device_id in self.peers:
-                return
-            d = self.d
-            can = self.check(d.cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer")
-            enabled = False
-            if can:
-                status = int(d.cuCtxEnablePeerAccess(peer.context, 0)[0])
-                # Already enabled, or the hardware's peer limit: both leave copies working.
-                enabled = status in (cd.SUCCESS, 704)
-                if status not in (cd.SUCCESS, 704, 711):
-                    raise self.failure(status, "cuCtxEnablePeerAccess")
-            self.peers[peer.device_id] = enabled
+    def _can_access_peer(self, peer: GpuDevice) -> bool:
+        assert isinstance(peer, CudaDevice)
+        return bool(self.check(self.d.cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer"))
 
-    def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
-        d = self.enter()
-        width = len(pattern)
-        count, tail = divmod(size, width)
-        with self.queue_or_temporary(queue) as q:
-            stream = q.stream  # type: ignore[attr-defined]
-            if count:
-                if width in (1, 2, 4) and ptr % width == 0:  # D16/D32 need an aligned start
-                    memset = {1: d.cuMemsetD8Async, 2: d.cuMemsetD16Async, 4: d.cuMemsetD32Async}[width]
-                    self.check(memset(ptr, int.from_bytes(pattern, "little"), count, stream),
-                               f"cuMemsetD{width * 8}Async")
-                else:
-                    self._fill_lanes(ptr, pattern, count, stream)
-            for index in range(tail):  # only without validation: a last, partial copy
-                self.check(d.cuMemsetD8Async(ptr + count * width + index, pattern[index], 1, stream),
-                           "cuMemsetD8Async")
-
-    def _fill_lanes(self, ptr: int, pattern: bytes, count: int, stream: Any) -> None:
-        """Any pattern width: one strided 2-D memset per 4-, 2- or 1-byte lane of the pattern."""
-        d = self.d
-        width = len(pattern)
-        lane = next(w for w in (4, 2, 1) if width % w == 0 and ptr % w == 0)
-        memset2d = {1: d.cuMemsetD2D8Async, 2: d.cuMemsetD2D16Async, 4: d.cuMemsetD2D32Async}[lane]
-        for offset in range(0, width, lane):
-            value = int.from_bytes(pattern[offset:offset + lane], "little")
-            self.check(memset2d(ptr + offset, width, value, 1, count, stream), f"cuMemsetD2D{lane * 8}Async")
+    def _enable_peer_access(self, peer: GpuDevice) -> int:
+        assert isinstance(peer, CudaDevice)
+        return int(self.d.cuCtxEnablePeerAccess(peer.context, 0)[0])
 
     # ---- programs --------------------------------------------------------------------------
     def _is_valid_binary_impl(self, image: bytes) -> bool:
@@ -379,206 +199,31 @@ class CudaDevice(GenericDevice):
             if text:
                 err.details += f"; JIT log: {text}"
             raise err
-        return CudaImage(self, image, result[1])
-
-    def _unload_binary_impl(self, image: DeviceImage) -> None:
-        assert isinstance(image, CudaImage)
-        if self.sticky is not None:
-            return  # the poisoned context takes its modules with it when it is released
-        d = self.enter()
-        self.check(d.cuModuleUnload(image.module), "cuModuleUnload")
-
-    def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
-        assert isinstance(image, CudaImage)
-        d = self.enter()
-        function = self.check(d.cuModuleGetFunction(image.module, name.encode()), f"cuModuleGetFunction({name!r})")
-        return CudaKernel(image, name, function)
-
-    def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
-        assert isinstance(image, CudaImage)
-        d = self.enter()
-        address, size = self.check(d.cuModuleGetGlobal(image.module, name.encode()), f"cuModuleGetGlobal({name!r})")
-        return GlobalVariable(image, name, int(address), int(size))
+        return GpuImage(self, image, result[1])
 
     # ---- kernels ---------------------------------------------------------------------------
-    def _launch_impl(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
-                     dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
-        assert isinstance(kernel, CudaKernel)
-        d = self.enter()
-        if dyn_shared_memory > kernel.shared_limit:
-            with kernel.lock:
-                if dyn_shared_memory > kernel.shared_limit:
-                    attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                    self.check(d.cuFuncSetAttribute(kernel.function, attr, dyn_shared_memory), "cuFuncSetAttribute")
-                    kernel.shared_limit = dyn_shared_memory
-        extra = _launch_buffers.pack(args) if args else 0
-        gx, gy, gz = num_groups
-        bx, by, bz = group_size
-        if queue is not None:
-            result = d.cuLaunchKernel(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
-                                      queue.stream, None, extra)  # type: ignore[attr-defined]
-            if result[0]:
-                raise self.failure(int(result[0]), f"cuLaunchKernel({kernel.name!r})")
-            return
-        try:
-            with self.queue_or_temporary(None) as temporary:
-                result = d.cuLaunchKernel(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
-                                          temporary.stream, None, extra)  # type: ignore[attr-defined]
-                if result[0]:
-                    raise self.failure(int(result[0]), f"cuLaunchKernel({kernel.name!r})")
-        except OffloadError as exc:
-            if "cuLaunchKernel" not in exc.details:
-                exc.details += f" (running kernel {kernel.name!r})"
-            raise
+    def _raise_shared_limit(self, kernel: GpuKernel, size: int) -> None:
+        attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self.check(self.d.cuFuncSetAttribute(kernel.function, attr, size), "cuFuncSetAttribute")
 
     def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
-        assert isinstance(kernel, CudaKernel)
+        assert isinstance(kernel, GpuKernel)
         d = self.enter()
         _grid, block = self.check(d.cuOccupancyMaxPotentialBlockSize(kernel.function, None, shared_memory, 0),
                                   "cuOccupancyMaxPotentialBlockSize")
         return int(block)
 
-    # ---- queues ----------------------------------------------------------------------------
-    def init_async_info(self) -> AsyncInfo:
-        if self.sticky is not None:  # even a pooled stream belongs to the poisoned context
-            raise self.sticky
-        return super().init_async_info()
+    # ---- streams, events, host functions ---------------------------------------------------
+    def _new_stream(self) -> Any:
+        d = self.d
+        return self.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
 
-    def _create_queue_impl(self) -> AsyncInfo:
-        d = self.enter()
-        stream = self.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-        return CudaStream(self, stream)
-
-    def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
-        assert isinstance(queue, CudaStream)
-        if self.sticky is not None:
-            return  # the context is dead; its streams go with it at re-initialisation
-        d = self.enter()
-        self.check(d.cuStreamDestroy(queue.stream), "cuStreamDestroy")
-
-    def _synchronize_impl(self, queue: AsyncInfo) -> None:
-        assert isinstance(queue, CudaStream)
-        d = self.enter()
-        self.check(d.cuStreamSynchronize(queue.stream), "cuStreamSynchronize")
-        self._settle_waits(queue)
-
-    def _query_impl(self, queue: AsyncInfo) -> bool:
-        assert isinstance(queue, CudaStream)
-        d = self.enter()
-        status = int(d.cuStreamQuery(queue.stream)[0])
-        if status == cd.NOT_READY:
-            return False
-        if status != cd.SUCCESS:
-            raise self.failure(status, "cuStreamQuery")
-        self._settle_waits(queue)
-        return True
-
-    def _settle_waits(self, queue: CudaStream) -> None:
-        """Once a stream drained: fail it if a queue of another device it waited on failed.
-
-        A fault on another GPU does not stop this stream, so the failure spreads here, when the
-        waiting queue is next synced or queried.
-        """
-        waited, queue.waited = queue.waited, []
-        for event in waited:
-            source = event.queue
-            source_device = event.device
-            assert isinstance(source_device, CudaDevice)
-            if source is None:
-                continue
-            if source.failure is None:
-                # Ask the event's own device: a fault there shows up as an error of the event.
-                source_device._is_event_complete_impl(event)
-            if source.failure is not None:
-                queue.adopt(source.failure)
-                return
-
-    def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
-        return not self._query_impl(queue)
-
-    def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
-                                queue: AsyncInfo) -> None:
-        assert isinstance(queue, CudaStream)
-        d = self.enter()
-        key = next(_host_keys)
-        _host_calls[key] = (callback, user_data, queue)
-        result = d.cuLaunchHostFunc(queue.stream, d.CUhostFn(_HOST_TRAMPOLINE_ADDRESS), key)
-        if int(result[0]) != cd.SUCCESS:
-            _host_calls.pop(key, None)
-            self.check(result, "cuLaunchHostFunc")
-
-    # ---- events ----------------------------------------------------------------------------
-    def _create_cu_event(self) -> Any:
-        d = self.enter()
+    def _new_event(self) -> Any:
+        d = self.d
         return self.check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
 
-    def _destroy_cu_event(self, event: Any) -> None:
-        if self.sticky is None:
-            d = self.enter()
-            self.check(d.cuEventDestroy(event), "cuEventDestroy")
-
-    def _create_event_impl(self) -> GenericEvent:
-        return CudaEvent(self, self.event_pool.acquire())
-
-    def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        assert isinstance(event, CudaEvent) and isinstance(queue, CudaStream)
-        d = self.enter()
-        self.check(d.cuEventRecord(event.event, queue.stream), "cuEventRecord")
-        event.queue = queue
-
-    def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        assert isinstance(event, CudaEvent) and isinstance(queue, CudaStream)
-        source = event.queue
-        source_device = event.device
-        assert isinstance(source_device, CudaDevice)
-        if source is not None and source.failure is None and source_device.sticky is not None:
-            source.fail(source_device.sticky)
-        if source is not None and source.failure is not None:
-            queue.adopt(source.failure)
-            return
-        d = self.enter()
-        self.check(d.cuStreamWaitEvent(queue.stream, event.event, 0), "cuStreamWaitEvent")
-        if source_device is not self:
-            queue.waited.append(event)
-
-    def _sync_event_impl(self, event: GenericEvent) -> None:
-        assert isinstance(event, CudaEvent)
-        if self.sticky is not None:  # a poisoned context fails every queue, and so every event
-            self._event_failed(event, self.sticky)
-            return
-        d = self.enter()
-        status = int(d.cuEventSynchronize(event.event)[0])
-        if status != cd.SUCCESS:
-            self._event_failed(event, self.failure(status, "cuEventSynchronize"))
-
-    def _event_failed(self, event: CudaEvent, error: OffloadError) -> None:
-        """The event's queue failed before reaching it: both carry that failure."""
-        source = event.queue
-        event.failure = source.fail(error) if source is not None else None
-        if event.failure is None:
-            raise error
-
-    def _is_event_complete_impl(self, event: GenericEvent) -> bool:
-        assert isinstance(event, CudaEvent)
-        if self.sticky is not None:
-            self._event_failed(event, self.sticky)
-            return True
-        d = self.enter()
-        status = int(d.cuEventQuery(event.event)[0])
-        if status == cd.NOT_READY:
-            return False
-        if status != cd.SUCCESS:
-            self._event_failed(event, self.failure(status, "cuEventQuery"))
-        return True
-
-    def _destroy_event_impl(self, event: GenericEvent) -> None:
-        assert isinstance(event, CudaEvent)
-        self.event_pool.release(event.event)
-
-    def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
-        assert isinstance(start, CudaEvent) and isinstance(end, CudaEvent)
-        d = self.enter()
-        return float(self.check(d.cuEventElapsedTime(start.event, end.event), "cuEventElapsedTime"))
+    def _host_function_argument(self) -> Any:
+        return self.d.CUhostFn(HOST_TRAMPOLINE_ADDRESS)
 
 
 class CudaPlugin(GenericPlugin):

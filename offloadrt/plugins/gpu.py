@@ -1,0 +1,602 @@
+"""What the GPU plugins (CUDA, AMDGPU) share: driver status handling, streams, events, launches.
+
+The CUDA driver API and HIP's driver-style API are close cousins: both return ``(status,
+*outputs)`` tuples from their Python bindings, report pending work with status 600
+(``NOT_READY``), order work on streams, pass a packed argument blob through the ``extra``
+launch parameter and run host callbacks in stream order. :class:`GpuDevice` holds that logic
+once; a vendor device names its driver functions in ``DRIVER_CALLS`` and fills in the few hooks
+where the two APIs differ (making a device current, allocation, images, device info, peers).
+
+A kernel fault that leaves a device unusable (a "sticky" error, such as an illegal address) is
+remembered: every later call on that device fails at once, saying the device must be
+re-initialised (``olShutDown`` then ``olInit``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from abc import abstractmethod
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, ClassVar
+
+from ..errors import ErrorCode, OffloadError
+from .image import DeviceImage, GenericKernel, GlobalVariable
+from .interface import Dim3, GenericDevice, GenericPlugin
+from .resources import AsyncInfo, GenericEvent, ResourcePool
+
+SUCCESS = 0
+NOT_READY = 600  # CUDA_ERROR_NOT_READY and hipErrorNotReady share the number
+PEER_ALREADY_ENABLED = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled
+
+
+class GpuDriver:
+    """A loaded driver module, and the naming and mapping of its statuses to errors.
+
+    A vendor subclass says how its driver names a status (:meth:`_lookup_name`) and which
+    statuses mean what (:attr:`error_groups`, :attr:`sticky`).
+    """
+
+    #: label used in messages ("CUDA", "HIP")
+    vendor: ClassVar[str] = "GPU"
+    #: what a status means for offloadrt, first match wins
+    error_groups: ClassVar[tuple[tuple[frozenset[int], ErrorCode], ...]] = ()
+    #: faults that leave the device unusable until it is re-initialised
+    sticky: ClassVar[frozenset[int]] = frozenset()
+    unknown_status: ClassVar[int] = 999
+
+    def __init__(self, module: ModuleType):
+        self.module = module
+        self.names: dict[int, str] = {}  # status -> "NAME (explanation)"; a benign race fills it twice
+
+    @abstractmethod
+    def _lookup_name(self, status: int) -> str:
+        """The driver's own name and explanation of ``status``."""
+
+    @classmethod
+    def error_code(cls, status: int) -> ErrorCode:
+        for statuses, code in cls.error_groups:
+            if status in statuses:
+                return code
+        if status == cls.unknown_status:
+            return ErrorCode.UNKNOWN
+        return ErrorCode.BACKEND_FAILURE
+
+    def name(self, status: int) -> str:
+        """The driver's name for a status and its explanation, e.g. ``hipErrorOutOfMemory (out of memory)``."""
+        known = self.names.get(status)
+        if known is None:
+            try:
+                known = self._lookup_name(status)
+            except Exception:  # noqa: BLE001  # naming an error must never hide it
+                known = f"{self.vendor} status {status}"
+            self.names[status] = known
+        return known
+
+    def error(self, status: int, call: str, extra: str = "") -> OffloadError:
+        details = f"{call}: {self.name(status)}"
+        if extra:
+            details = f"{details}: {extra}"
+        err = OffloadError(self.error_code(status), details)
+        err.driver_status = status  # type: ignore[attr-defined]
+        return err
+
+    def check(self, result: Any, call: str) -> Any:
+        """The outputs of a driver call (one value unpacked, several as a tuple); raise on failure."""
+        status = int(result[0])
+        if status != SUCCESS:
+            raise self.error(status, call)
+        if len(result) == 2:
+            return result[1]
+        return result[1:]
+
+
+class GpuStream(AsyncInfo):
+    """A stream, and the events of other devices it was told to wait for since its last sync."""
+
+    __slots__ = ("stream", "waited")
+
+    def __init__(self, device: GpuDevice, stream: Any):
+        super().__init__(device)
+        self.stream = stream
+        self.waited: list[GpuEvent] = []
+
+
+class GpuEvent(GenericEvent):
+    """A driver event and the queue it was last recorded on."""
+
+    __slots__ = ("event", "queue")
+
+    def __init__(self, device: GpuDevice, event: Any):
+        super().__init__(device)
+        self.event = event
+        self.queue: AsyncInfo | None = None
+
+
+class GpuImage(DeviceImage):
+    """A program loaded as a driver module."""
+
+    def __init__(self, device: GpuDevice, image: bytes, module: Any):
+        super().__init__(device, image)
+        self.module = module
+
+
+class GpuKernel(GenericKernel):
+    __slots__ = ("function", "shared_limit", "lock")
+
+    def __init__(self, image: GpuImage, name: str, function: Any, shared_limit: int):
+        super().__init__(image, name)
+        self.function = function
+        self.shared_limit = shared_limit  # the dynamic shared memory the driver allows now
+        self.lock = threading.Lock()  # guards shared_limit and the attribute it mirrors: it only rises
+
+
+# ---- host functions ---------------------------------------------------------------------------
+# The driver calls one C trampoline with an integer key; the key finds the Python callback. The
+# trampoline holds the GIL only while the callback runs, and the bindings release the GIL in
+# their calls, so a thread waiting in a stream synchronise never blocks a host function.
+
+_HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+host_calls: dict[int, tuple[Callable[[Any], object], Any, AsyncInfo]] = {}
+_host_keys = itertools.count(1)
+
+
+def _run_host_call(key: int | None) -> None:
+    entry = host_calls.pop(key or 0, None)
+    if entry is None:
+        return
+    callback, user_data, queue = entry
+    if queue.failure is not None:
+        return  # the queue failed before this point: later host work does not run
+    try:
+        callback(user_data)
+    except BaseException as exc:  # noqa: BLE001  # the queue fails; the driver thread goes on
+        err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        queue.fail(err)
+
+
+_HOST_TRAMPOLINE = _HOST_FN_TYPE(_run_host_call)
+HOST_TRAMPOLINE_ADDRESS: int = ctypes.cast(_HOST_TRAMPOLINE, ctypes.c_void_p).value or 0
+
+
+class LaunchBuffers(threading.local):
+    """Per-thread memory for a launch's ``extra`` array and the copied argument blob.
+
+    The array is ``[BUFFER_POINTER, blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
+    values (CUDA ends it with 0, HIP with 3).
+    """
+
+    def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
+        self.size = ctypes.c_size_t(0)
+        self.capacity = 256
+        self.blob = ctypes.create_string_buffer(self.capacity)
+        self.extra = (ctypes.c_void_p * 5)(pointer_marker, ctypes.addressof(self.blob),
+                                           size_marker, ctypes.addressof(self.size), end_marker)
+        self.address = ctypes.addressof(self.extra)
+
+    def pack(self, args: bytes) -> int:
+        """The ``extra`` address for ``args`` (the driver copies the blob during the call)."""
+        size = len(args)
+        if size > self.capacity:
+            self.capacity = max(size, 2 * self.capacity)
+            self.blob = ctypes.create_string_buffer(self.capacity)
+            self.extra[1] = ctypes.addressof(self.blob)
+        ctypes.memmove(self.blob, args, size)
+        self.size.value = size
+        return self.address
+
+
+class GpuDevice(GenericDevice):
+    """One GPU behind a CUDA-like driver API; the vendor fills in the hooks marked abstract.
+
+    ``DRIVER_CALLS`` maps each shared operation to the vendor's driver function; they are looked
+    up once, when the device is created, and called with the same arguments on both vendors.
+    """
+
+    DRIVER_CALLS: ClassVar[dict[str, str]] = {}
+    #: the ops every vendor must name in DRIVER_CALLS
+    REQUIRED_CALLS: ClassVar[tuple[str, ...]] = (
+        "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_peer", "memset8", "memset16", "memset32",
+        "memset2d8", "memset2d16", "memset2d32", "module_unload", "module_get_function", "module_get_global",
+        "launch", "stream_destroy", "stream_sync", "stream_query", "stream_wait_event", "host_func",
+        "event_destroy", "event_record", "event_sync", "event_query", "event_elapsed")
+    #: what messages call the device ("CUDA device 0")
+    label: ClassVar[str] = "GPU"
+    #: dynamic shared memory a kernel may use before it must opt in to more (no limit: never)
+    default_shared_limit: ClassVar[int] = 1 << 62
+    #: the thread's current device token, per vendor (the driver's current context or device)
+    thread_state: ClassVar[threading.local]
+    launch_buffers: ClassVar[LaunchBuffers]
+
+    def __init__(self, plugin: GenericPlugin, device_id: int, driver: GpuDriver):
+        super().__init__(plugin, device_id)
+        self.driver = driver
+        self.d = driver.module
+        self.sticky: OffloadError | None = None
+        self.current_token: object = None  # what thread_state.token is while this device is current
+        self.peers: dict[int, bool] = {}  # peer device id -> direct access enabled
+        self._peer_lock = threading.Lock()  # guards peers
+        self.call_names: dict[str, str] = {}
+        for op in self.REQUIRED_CALLS:
+            name = self.DRIVER_CALLS[op]
+            self.call_names[op] = name
+            setattr(self, f"drv_{op}", getattr(self.d, name))
+        # Events the user never destroyed die with the device's context at de-init: no warning.
+        self.event_pool: ResourcePool[Any] = ResourcePool("event", self._new_driver_event, self._destroy_driver_event,
+                                                          warn_missing=False)
+
+    # drv_* attributes, set from DRIVER_CALLS (declared for type checkers)
+    drv_memcpy_htod: Callable[..., Any]
+    drv_memcpy_dtoh: Callable[..., Any]
+    drv_memcpy_dtod: Callable[..., Any]
+    drv_memcpy_peer: Callable[..., Any]
+    drv_memset8: Callable[..., Any]
+    drv_memset16: Callable[..., Any]
+    drv_memset32: Callable[..., Any]
+    drv_memset2d8: Callable[..., Any]
+    drv_memset2d16: Callable[..., Any]
+    drv_memset2d32: Callable[..., Any]
+    drv_module_unload: Callable[..., Any]
+    drv_module_get_function: Callable[..., Any]
+    drv_module_get_global: Callable[..., Any]
+    drv_launch: Callable[..., Any]
+    drv_stream_destroy: Callable[..., Any]
+    drv_stream_sync: Callable[..., Any]
+    drv_stream_query: Callable[..., Any]
+    drv_stream_wait_event: Callable[..., Any]
+    drv_host_func: Callable[..., Any]
+    drv_event_destroy: Callable[..., Any]
+    drv_event_record: Callable[..., Any]
+    drv_event_sync: Callable[..., Any]
+    drv_event_query: Callable[..., Any]
+    drv_event_elapsed: Callable[..., Any]
+
+    # ---- vendor hooks ----------------------------------------------------------------------
+    @abstractmethod
+    def _make_current(self) -> None:
+        """Make this device the calling thread's current one (``cuCtxSetCurrent``, ``hipSetDevice``)."""
+
+    @abstractmethod
+    def _new_stream(self) -> Any:
+        """A new non-blocking stream of this device (the device is current)."""
+
+    @abstractmethod
+    def _new_event(self) -> Any:
+        """A new timed event of this device (the device is current)."""
+
+    @abstractmethod
+    def _host_function_argument(self) -> Any:
+        """The trampoline at :data:`HOST_TRAMPOLINE_ADDRESS` as the bindings' host-function type."""
+
+    def _raise_shared_limit(self, kernel: GpuKernel, size: int) -> None:
+        """Let ``kernel`` use ``size`` bytes of dynamic shared memory (for drivers that need an opt-in)."""
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{size} bytes of dynamic shared memory is more than kernel {kernel.name!r} may use")
+
+    def _release_device(self) -> None:
+        """Give up the device at de-init (the primary context, for CUDA)."""
+
+    # ---- driver access ---------------------------------------------------------------------
+    def call_name(self, op: str) -> str:
+        return self.call_names[op]
+
+    def check(self, result: Any, call: str) -> Any:
+        """Unpack a driver result; a failure raises, and a sticky one poisons the device."""
+        status = int(result[0])
+        if status == SUCCESS:
+            return result[1] if len(result) == 2 else result[1:]
+        raise self.failure(status, call)
+
+    def failure(self, status: int, call: str) -> OffloadError:
+        err = self.driver.error(status, call)
+        if status in self.driver.sticky:
+            if self.sticky is None:
+                self.sticky = OffloadError(
+                    ErrorCode.BACKEND_FAILURE,
+                    f"{self.label} device {self.device_id} hit a sticky error ({self.driver.name(status)} in {call}); "
+                    f"it is unusable until the device is re-initialised (olShutDown, then olInit)")
+            err.details += " (sticky: the device must be re-initialised)"
+        return err
+
+    def enter(self) -> Any:
+        """Fail fast on a poisoned device, make it current on this thread; return the driver module."""
+        if self.sticky is not None:
+            raise self.sticky
+        if getattr(self.thread_state, "token", None) != self.current_token:
+            self._make_current()
+            self.thread_state.token = self.current_token
+        return self.d
+
+    def on_stream(self, queue: AsyncInfo | None, op: str, *args: Any) -> None:
+        """Driver op ``op`` with ``(*args, stream)`` on ``queue``'s stream, or on a temporary one that is synced."""
+        fn = getattr(self, f"drv_{op}")
+        if queue is not None:
+            result = fn(*args, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names[op])
+            return
+        with self.queue_or_temporary(None) as temporary:
+            result = fn(*args, temporary.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names[op])
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def _deinit_impl(self) -> None:
+        errors = self.event_pool.deinit()
+        # Host functions the driver will never run (behind a fault) must not keep their data alive.
+        for key, entry in list(host_calls.items()):
+            if entry[2].device is self:
+                host_calls.pop(key, None)
+        if getattr(self.thread_state, "token", None) == self.current_token:
+            self.thread_state.token = None
+        try:
+            self._release_device()
+        except OffloadError as exc:
+            errors.append(exc)
+        if errors:
+            raise OffloadError.join(errors, f"releasing {self.label} device {self.device_id}")
+
+    # ---- memory ----------------------------------------------------------------------------
+    def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        self.enter()
+        self.on_stream(queue, "memcpy_htod", dst, src, size)
+
+    def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        self.enter()
+        self.on_stream(queue, "memcpy_dtoh", dst, src, size)
+
+    def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        self.enter()
+        self.on_stream(queue, "memcpy_dtod", dst, src, size)
+
+    def _enable_peer(self, peer: GpuDevice) -> None:
+        """Enable direct access to ``peer`` once; without it the driver copies through the host."""
+        with self._peer_lock:
+            if peer.device_id in self.peers:
+                return
+            enabled = False
+            if self._can_access_peer(peer):
+                status = self._enable_peer_access(peer)
+                # Already enabled, or the hardware's peer limit: both leave copies working.
+                enabled = status in (SUCCESS, PEER_ALREADY_ENABLED)
+                if status not in (SUCCESS, PEER_ALREADY_ENABLED, *self.peer_limit_statuses):
+                    raise self.failure(status, "enabling peer access")
+            self.peers[peer.device_id] = enabled
+
+    peer_limit_statuses: ClassVar[tuple[int, ...]] = ()
+
+    @abstractmethod
+    def _can_access_peer(self, peer: GpuDevice) -> bool: ...
+
+    @abstractmethod
+    def _enable_peer_access(self, peer: GpuDevice) -> int:
+        """Ask for direct access to ``peer``; the driver's status."""
+
+    def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
+        self.enter()
+        width = len(pattern)
+        count, tail = divmod(size, width)
+        with self.queue_or_temporary(queue) as q:
+            stream = q.stream  # type: ignore[attr-defined]
+            if count:
+                if width in (1, 2, 4) and ptr % width == 0:  # D16/D32 need an aligned start
+                    self._memset(width, ptr, int.from_bytes(pattern, "little"), count, stream)
+                else:
+                    self._fill_lanes(ptr, pattern, count, stream)
+            for index in range(tail):  # only without validation: a last, partial copy
+                self._memset(1, ptr + count * width + index, pattern[index], 1, stream)
+
+    def _memset(self, width: int, ptr: int, value: int, count: int, stream: Any) -> None:
+        op = {1: "memset8", 2: "memset16", 4: "memset32"}[width]
+        self.check(getattr(self, f"drv_{op}")(ptr, self._memset_value(width, value), count, stream),
+                   self.call_names[op])
+
+    def _memset_value(self, width: int, value: int) -> int:
+        """``value`` as the bindings take it for a ``width``-byte memset (unsigned by default)."""
+        return value
+
+    def _fill_lanes(self, ptr: int, pattern: bytes, count: int, stream: Any) -> None:
+        """Any pattern width: one strided 2-D memset per 4-, 2- or 1-byte lane of the pattern."""
+        width = len(pattern)
+        lane = next(w for w in (4, 2, 1) if width % w == 0 and ptr % w == 0)
+        op = {1: "memset2d8", 2: "memset2d16", 4: "memset2d32"}[lane]
+        memset2d = getattr(self, f"drv_{op}")
+        for offset in range(0, width, lane):
+            value = int.from_bytes(pattern[offset:offset + lane], "little")
+            self.check(memset2d(ptr + offset, width, value, 1, count, stream), self.call_names[op])
+
+    # ---- programs --------------------------------------------------------------------------
+    def _unload_binary_impl(self, image: DeviceImage) -> None:
+        assert isinstance(image, GpuImage)
+        if self.sticky is not None:
+            return  # the poisoned device takes its modules with it when it is re-initialised
+        self.enter()
+        self.check(self.drv_module_unload(image.module), self.call_names["module_unload"])
+
+    def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel:
+        assert isinstance(image, GpuImage)
+        self.enter()
+        function = self.check(self.drv_module_get_function(image.module, name.encode()),
+                              f"{self.call_names['module_get_function']}({name!r})")
+        return GpuKernel(image, name, function, self.default_shared_limit)
+
+    def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
+        assert isinstance(image, GpuImage)
+        self.enter()
+        address, size = self.check(self.drv_module_get_global(image.module, name.encode()),
+                                   f"{self.call_names['module_get_global']}({name!r})")
+        return GlobalVariable(image, name, int(address), int(size))
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def _launch_impl(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
+                     dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
+        assert isinstance(kernel, GpuKernel)
+        self.enter()
+        if dyn_shared_memory > kernel.shared_limit:
+            with kernel.lock:
+                if dyn_shared_memory > kernel.shared_limit:
+                    self._raise_shared_limit(kernel, dyn_shared_memory)
+                    kernel.shared_limit = dyn_shared_memory
+        extra = self.launch_buffers.pack(args) if args else 0
+        gx, gy, gz = num_groups
+        bx, by, bz = group_size
+        if queue is not None:
+            result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
+                                     queue.stream, None, extra)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), f"{self.call_names['launch']}({kernel.name!r})")
+            return
+        try:
+            with self.queue_or_temporary(None) as temporary:
+                result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
+                                         temporary.stream, None, extra)  # type: ignore[attr-defined]
+                if result[0]:
+                    raise self.failure(int(result[0]), f"{self.call_names['launch']}({kernel.name!r})")
+        except OffloadError as exc:
+            if self.call_names["launch"] not in exc.details:
+                exc.details += f" (running kernel {kernel.name!r})"
+            raise
+
+    # ---- queues ----------------------------------------------------------------------------
+    def init_async_info(self) -> AsyncInfo:
+        if self.sticky is not None:  # even a pooled stream belongs to the poisoned device
+            raise self.sticky
+        return super().init_async_info()
+
+    def _create_queue_impl(self) -> AsyncInfo:
+        self.enter()
+        return GpuStream(self, self._new_stream())
+
+    def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        if self.sticky is not None:
+            return  # the device is dead; its streams go with it at re-initialisation
+        self.enter()
+        self.check(self.drv_stream_destroy(queue.stream), self.call_names["stream_destroy"])
+
+    def _synchronize_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        self.check(self.drv_stream_sync(queue.stream), self.call_names["stream_sync"])
+        self._settle_waits(queue)
+
+    def _query_impl(self, queue: AsyncInfo) -> bool:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        status = int(self.drv_stream_query(queue.stream)[0])
+        if status == NOT_READY:
+            return False
+        if status != SUCCESS:
+            raise self.failure(status, self.call_names["stream_query"])
+        self._settle_waits(queue)
+        return True
+
+    def _settle_waits(self, queue: GpuStream) -> None:
+        """Once a stream drained: fail it if a queue of another device it waited on failed.
+
+        A fault on another GPU does not stop this stream, so the failure spreads here, when the
+        waiting queue is next synced or queried.
+        """
+        waited, queue.waited = queue.waited, []
+        for event in waited:
+            source = event.queue
+            source_device = event.device
+            assert isinstance(source_device, GpuDevice)
+            if source is None:
+                continue
+            if source.failure is None:
+                # Ask the event's own device: a fault there shows up as an error of the event.
+                source_device._is_event_complete_impl(event)
+            if source.failure is not None:
+                queue.adopt(source.failure)
+                return
+
+    def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
+        return not self._query_impl(queue)
+
+    def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
+                                queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        key = next(_host_keys)
+        host_calls[key] = (callback, user_data, queue)
+        result = self.drv_host_func(queue.stream, self._host_function_argument(), key)
+        if int(result[0]) != SUCCESS:
+            host_calls.pop(key, None)
+            self.check(result, self.call_names["host_func"])
+
+    # ---- events ----------------------------------------------------------------------------
+    def _new_driver_event(self) -> Any:
+        self.enter()
+        return self._new_event()
+
+    def _destroy_driver_event(self, event: Any) -> None:
+        if self.sticky is None:
+            self.enter()
+            self.check(self.drv_event_destroy(event), self.call_names["event_destroy"])
+
+    def _create_event_impl(self) -> GenericEvent:
+        return GpuEvent(self, self.event_pool.acquire())
+
+    def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
+        self.enter()
+        self.check(self.drv_event_record(event.event, queue.stream), self.call_names["event_record"])
+        event.queue = queue
+
+    def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
+        source = event.queue
+        source_device = event.device
+        assert isinstance(source_device, GpuDevice)
+        if source is not None and source.failure is None and source_device.sticky is not None:
+            source.fail(source_device.sticky)
+        if source is not None and source.failure is not None:
+            queue.adopt(source.failure)
+            return
+        self.enter()
+        self.check(self.drv_stream_wait_event(queue.stream, event.event, 0), self.call_names["stream_wait_event"])
+        if source_device is not self:
+            queue.waited.append(event)
+
+    def _sync_event_impl(self, event: GenericEvent) -> None:
+        assert isinstance(event, GpuEvent)
+        if self.sticky is not None:  # a poisoned device fails every queue, and so every event
+            self._event_failed(event, self.sticky)
+            return
+        self.enter()
+        status = int(self.drv_event_sync(event.event)[0])
+        if status != SUCCESS:
+            self._event_failed(event, self.failure(status, self.call_names["event_sync"]))
+
+    def _event_failed(self, event: GpuEvent, error: OffloadError) -> None:
+        """The event's queue failed before reaching it: both carry that failure."""
+        source = event.queue
+        event.failure = source.fail(error) if source is not None else None
+        if event.failure is None:
+            raise error
+
+    def _is_event_complete_impl(self, event: GenericEvent) -> bool:
+        assert isinstance(event, GpuEvent)
+        if self.sticky is not None:
+            self._event_failed(event, self.sticky)
+            return True
+        self.enter()
+        status = int(self.drv_event_query(event.event)[0])
+        if status == NOT_READY:
+            return False
+        if status != SUCCESS:
+            self._event_failed(event, self.failure(status, self.call_names["event_query"]))
+        return True
+
+    def _destroy_event_impl(self, event: GenericEvent) -> None:
+        assert isinstance(event, GpuEvent)
+        self.event_pool.release(event.event)
+
+    def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
+        assert isinstance(start, GpuEvent) and isinstance(end, GpuEvent)
+        self.enter()
+        return float(self.check(self.drv_event_elapsed(start.event, end.event), self.call_names["event_elapsed"]))
