@@ -26,6 +26,7 @@ def _lazy(module: str, cls: str) -> PluginFactory:
 
 _REGISTRY: dict[PlatformBackend, PluginFactory] = {
     PlatformBackend.CUDA: _lazy(".cuda", "CudaPlugin"),
+    PlatformBackend.AMDGPU: _lazy(".amdgpu", "AmdGpuPlugin"),
     PlatformBackend.HOST: _lazy(".host", "HostPlugin"),
 }
 

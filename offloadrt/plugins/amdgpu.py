@@ -1,0 +1,243 @@
+"""The AMDGPU plugin: AMD GPUs through the HIP runtime, called via AMD's hip-python (``from hip import hip``).
+
+HIP keeps a current device per thread; every operation makes its device current first
+(``hipSetDevice``, cached per thread), so any Python thread can use any device. Streams, events,
+launches, fills and host functions are the shared GPU logic of :mod:`.gpu`; this module adds
+what is HIP's own: allocation, device properties, peer access, and AMDGPU code objects, whose
+processor and features are checked against the device's ``gcnArchName`` before loading.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from ..errors import ErrorCode, OffloadError
+from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag, PlatformBackend
+from . import hip_driver as hd
+from .amdgpu_images import compatible, parse_target_id
+from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, LaunchBuffers
+from .image import DeviceImage, GenericKernel
+from .interface import GenericDevice, GenericPlugin, PluginUnavailable
+from .resources import AsyncInfo
+
+UINT32_MAX = 0xFFFFFFFF
+INT32_MIN = -(1 << 31)
+
+
+class AmdGpuDevice(GpuDevice):
+    """One AMD GPU, selected with ``hipSetDevice`` on each thread that uses it."""
+
+    DRIVER_CALLS: ClassVar[dict[str, str]] = {
+        "memcpy_htod": "hipMemcpyHtoDAsync", "memcpy_dtoh": "hipMemcpyDtoHAsync",
+        "memcpy_dtod": "hipMemcpyDtoDAsync", "memcpy_peer": "hipMemcpyPeerAsync",
+        "memset8": "hipMemsetD8Async", "memset16": "hipMemsetD16Async", "memset32": "hipMemsetD32Async",
+        "memset2d8": "hipMemsetD2D8Async", "memset2d16": "hipMemsetD2D16Async",
+        "memset2d32": "hipMemsetD2D32Async",
+        "module_unload": "hipModuleUnload", "module_get_function": "hipModuleGetFunction",
+        "module_get_global": "hipModuleGetGlobal", "launch": "hipModuleLaunchKernel",
+        "stream_destroy": "hipStreamDestroy", "stream_sync": "hipStreamSynchronize",
+        "stream_query": "hipStreamQuery", "stream_wait_event": "hipStreamWaitEvent",
+        "host_func": "hipLaunchHostFunc",
+        "event_destroy": "hipEventDestroy", "event_record": "hipEventRecord", "event_sync": "hipEventSynchronize",
+        "event_query": "hipEventQuery", "event_elapsed": "hipEventElapsedTime",
+    }
+    label = "AMDGPU"
+    thread_state: ClassVar[threading.local] = threading.local()  # .token: the device made current
+    launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
+                                                            hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)
+
+    def __init__(self, plugin: AmdGpuPlugin, device_id: int):
+        super().__init__(plugin, device_id, plugin.driver)
+        self.arch = ""  # gcnArchName, e.g. "gfx90a:sramecc+:xnack-"
+        self.props: Any = None
+
+    # ---- device selection ------------------------------------------------------------------
+    def _make_current(self) -> None:
+        self.check(self.d.hipSetDevice(self.device_id), "hipSetDevice")
+
+    def _init_impl(self) -> None:
+        # A fresh token per start: threads that selected this device before a re-initialisation
+        # select it again, rather than trusting a runtime that may have been restarted since.
+        self.current_token = object()
+        d = self.enter()
+        self.props = self.check(d.hipGetDeviceProperties(self.device_id), "hipGetDeviceProperties")
+        self.arch = str(self.props.gcnArchName)
+
+    # ---- info ------------------------------------------------------------------------------
+    def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
+        p = self.props
+        processor, _features = parse_target_id(self.arch)
+        total = int(self.check(self.d.hipDeviceTotalMem(self.device_id), "hipDeviceTotalMem"))
+        block = Dimensions(*(int(v) for v in list(p.maxThreadsDim)[:3]))
+        grid = Dimensions(*(int(v) for v in list(p.maxGridSize)[:3]))
+        max_threads = int(p.maxThreadsPerBlock)
+        full = FpCapabilityFlag(0x7F)  # IEEE 754 with FMA: everything but SOFT_FLOAT
+
+        def work(g: int, b: int) -> int:
+            return min(UINT32_MAX, g * b)
+
+        name = str(p.name).strip() or processor
+        info: dict[DeviceInfo, Any] = {
+            DeviceInfo.TYPE: DeviceType.GPU,
+            DeviceInfo.NAME: processor,  # as LLVM's AMDGPU plugin: the processor; the marketing name below
+            DeviceInfo.PRODUCT_NAME: name,
+            DeviceInfo.UID: _uid(p.uuid),
+            DeviceInfo.VENDOR: "AMD",
+            DeviceInfo.DRIVER_VERSION: self.plugin.version(),
+            DeviceInfo.MAX_WORK_GROUP_SIZE: max_threads,
+            DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION: block,
+            DeviceInfo.MAX_WORK_SIZE: work(grid.x, max_threads),
+            DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION: Dimensions(work(grid.x, block.x), work(grid.y, block.y),
+                                                               work(grid.z, block.z)),
+            DeviceInfo.VENDOR_ID: 0x1002,
+            DeviceInfo.NUM_COMPUTE_UNITS: int(p.multiProcessorCount),
+            DeviceInfo.MAX_CLOCK_FREQUENCY: int(p.clockRate) // 1000,
+            DeviceInfo.MEMORY_CLOCK_RATE: int(p.memoryClockRate) // 1000,
+            DeviceInfo.ADDRESS_BITS: 64,
+            DeviceInfo.MAX_MEM_ALLOC_SIZE: total,
+            DeviceInfo.GLOBAL_MEM_SIZE: total,
+            DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE: int(p.sharedMemPerBlock),
+            DeviceInfo.SINGLE_FP_CONFIG: full,
+            DeviceInfo.DOUBLE_FP_CONFIG: full,
+            DeviceInfo.HALF_FP_CONFIG: FpCapabilityFlag(0x5E),
+            DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_INT: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_LONG: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE: 1,
+            DeviceInfo.NATIVE_VECTOR_WIDTH_HALF: 1,
+        }
+        self.details = [
+            ("GCN Architecture", self.arch),
+            ("Wavefront Size", str(int(p.warpSize))),
+            ("Max Threads Per Compute Unit", str(int(p.maxThreadsPerMultiProcessor))),
+            ("Max Grid Dimensions", f"{{x: {grid.x}, y: {grid.y}, z: {grid.z}}}"),
+            ("LDS Per Work Group", f"{int(p.sharedMemPerBlock)} B"),
+            ("L2 Cache Size", f"{int(p.l2CacheSize)} B"),
+            ("Memory Bus Width", f"{int(p.memoryBusWidth)} bits"),
+            ("PCI Bus ID", f"{int(p.pciDomainID):04x}:{int(p.pciBusID):02x}:{int(p.pciDeviceID):02x}"),
+            ("Managed Memory", "yes" if int(p.managedMemory) else "no"),
+        ]
+        return info
+
+    # ---- memory ----------------------------------------------------------------------------
+    def _alloc_impl(self, size: int, kind: AllocType) -> int:
+        d = self.enter()
+        if kind == AllocType.HOST:
+            ptr = self.check(d.hipHostMalloc(size, d.hipHostMallocDefault), "hipHostMalloc")
+        elif kind == AllocType.MANAGED:
+            ptr = self.check(d.hipMallocManaged(size, d.hipMemAttachGlobal), "hipMallocManaged")
+        else:
+            ptr = self.check(d.hipMalloc(size), "hipMalloc")
+        return 0 if ptr is None else int(ptr)
+
+    def _free_impl(self, ptr: int, kind: AllocType) -> None:
+        if self.sticky is not None:
+            return  # a poisoned device's memory is reclaimed when the device is reset
+        d = self.enter()
+        if kind == AllocType.HOST:
+            self.check(d.hipHostFree(ptr), "hipHostFree")
+        else:
+            self.check(d.hipFree(ptr), "hipFree")
+
+    def _memset_value(self, width: int, value: int) -> int:
+        # hipMemsetD32Async takes a C int: the same 32 bits, read as signed.
+        return value - (1 << 32) if width == 4 and value >= 1 << 31 else value
+
+    def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
+                            queue: AsyncInfo | None) -> None:
+        assert isinstance(dst_device, AmdGpuDevice)
+        self.enter()
+        self._enable_peer(dst_device)
+        # HIP copies directly when access is enabled, through the host otherwise.
+        self.on_stream(queue, "memcpy_peer", dst, dst_device.device_id, src, self.device_id, size)
+
+    def _can_access_peer(self, peer: GpuDevice) -> bool:
+        return bool(self.check(self.d.hipDeviceCanAccessPeer(self.device_id, peer.device_id),
+                               "hipDeviceCanAccessPeer"))
+
+    def _enable_peer_access(self, peer: GpuDevice) -> int:
+        return int(self.d.hipDeviceEnablePeerAccess(peer.device_id, 0)[0])  # for the current device (self)
+
+    # ---- programs --------------------------------------------------------------------------
+    def _is_valid_binary_impl(self, image: bytes) -> bool:
+        return compatible(image, self.arch)[0]
+
+    def _load_binary_impl(self, image: bytes) -> DeviceImage:
+        ok, why = compatible(image, self.arch)
+        if not ok:
+            raise OffloadError(ErrorCode.INVALID_BINARY, why)
+        d = self.enter()
+        module = self.check(d.hipModuleLoadData(image), "hipModuleLoadData")
+        return GpuImage(self, image, module)
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
+        assert isinstance(kernel, GpuKernel)
+        d = self.enter()
+        _grid, block = self.check(d.hipModuleOccupancyMaxPotentialBlockSize(kernel.function, shared_memory, 0),
+                                  "hipModuleOccupancyMaxPotentialBlockSize")
+        return int(block)
+
+    # ---- streams, events, host functions ---------------------------------------------------
+    def _new_stream(self) -> Any:
+        return self.check(self.d.hipStreamCreateWithFlags(self.d.hipStreamNonBlocking), "hipStreamCreateWithFlags")
+
+    def _new_event(self) -> Any:
+        return self.check(self.d.hipEventCreateWithFlags(self.d.hipEventDefault), "hipEventCreateWithFlags")
+
+    def _host_function_argument(self) -> Any:
+        return HOST_TRAMPOLINE_ADDRESS
+
+
+def _uid(uuid: Any) -> str:
+    """HIP's 16-byte device UUID as text: AMD's are ASCII already (``GPU-`` prefixed, as ``rocm-smi``)."""
+    raw = bytes(getattr(uuid, "bytes", b"") or b"")
+    text = raw.rstrip(b"\0")
+    if text and all(0x20 < c < 0x7F for c in text):
+        return "GPU-" + text.decode()
+    return "GPU-" + raw.hex()
+
+
+class AmdGpuPlugin(GenericPlugin):
+    """AMD GPUs; present only when hip-python imports, ``libamdhip64`` loads and ``hipInit`` succeeds."""
+
+    name = "amdgpu"
+    backend = PlatformBackend.AMDGPU
+    vendor_name = "Advanced Micro Devices, Inc."
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.driver: hd.Driver
+        self._version = "unknown"
+
+    def _init_impl(self) -> int:
+        self.driver = hd.Driver(hd.load_driver())
+        d = self.driver.module
+        try:
+            result = d.hipInit(0)
+        except (RuntimeError, OSError) as exc:  # hip-python binds libamdhip64.so on the first call
+            raise PluginUnavailable(f"the HIP runtime library (libamdhip64) could not be loaded: {exc}") from None
+        status = int(result[0])
+        if status == hd.NO_DEVICE:
+            raise PluginUnavailable("hipInit: no AMD GPU is present")
+        if status != hd.SUCCESS:
+            raise PluginUnavailable(f"hipInit failed: {self.driver.name(status)}")
+        version = int(self.driver.check(d.hipDriverGetVersion(), "hipDriverGetVersion"))
+        # HIP encodes versions as major * 10**7 + minor * 10**5 + patch.
+        self._version = f"HIP {version // 10_000_000}.{version // 100_000 % 100}.{version % 100_000}"
+        status, count = d.hipGetDeviceCount()[:2]
+        if int(status) == hd.NO_DEVICE:
+            return 0
+        return int(self.driver.check((status, count), "hipGetDeviceCount"))
+
+    def _create_device(self, device_id: int) -> GenericDevice:
+        return AmdGpuDevice(self, device_id)
+
+    def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
+        return isinstance(src, AmdGpuDevice) and isinstance(dst, AmdGpuDevice)
+
+    def version(self) -> str:
+        return self._version

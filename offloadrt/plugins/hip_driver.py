@@ -1,0 +1,81 @@
+"""The one module that imports AMD's hip-python (``from hip import hip``), and turns its statuses into errors.
+
+hip-python returns ``(hipError_t, *outputs)`` from every call and binds ``libamdhip64.so`` only
+on the first call, so importing it works without ROCm; :class:`Driver` names statuses with
+``hipGetErrorName``/``hipGetErrorString`` and maps them to offloadrt's error codes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..errors import ErrorCode
+from .gpu import GpuDriver
+from .interface import PluginUnavailable
+
+SUCCESS = 0
+NOT_READY = 600  # hipErrorNotReady
+NO_DEVICE = 100  # hipErrorNoDevice
+INSUFFICIENT_DRIVER = 35  # hipErrorInsufficientDriver
+
+# hipError_t values grouped by what they mean for offloadrt.
+OUT_OF_MEMORY = frozenset({2})  # hipErrorOutOfMemory
+# hipErrorInvalidImage, hipErrorNoBinaryForGpu, hipErrorInvalidKernelFile, hipErrorInvalidSource,
+# hipErrorSharedObjectInitFailed
+BAD_IMAGE = frozenset({200, 209, 218, 300, 303})
+NOT_SUPPORTED = frozenset({801, 217})  # hipErrorNotSupported, hipErrorPeerAccessUnsupported
+NOT_FOUND = frozenset({500})  # hipErrorNotFound
+INVALID_VALUE = frozenset({1})  # hipErrorInvalidValue
+# Faults after which the device's work can no longer be trusted: hipErrorIllegalAddress,
+# hipErrorLaunchTimeOut, hipErrorAssert, hipErrorLaunchFailure, hipErrorECCNotCorrectable.
+STICKY = frozenset({700, 702, 710, 719, 214})
+
+HIP_LAUNCH_PARAM_BUFFER_POINTER = 1
+HIP_LAUNCH_PARAM_BUFFER_SIZE = 2
+HIP_LAUNCH_PARAM_END = 3  # CUDA ends the same array with 0
+
+
+def load_driver() -> ModuleType:
+    """``hip.hip`` from hip-python (lazily); a missing package makes the plugin unavailable."""
+    try:
+        package = importlib.import_module("hip")
+        module: ModuleType = package.hip  # an attribute alias in hip-python 10, not a submodule
+    except (ImportError, AttributeError) as exc:
+        raise PluginUnavailable(
+            f"hip-python is not installed ({exc}); install offloadrt[amd] to use AMD GPUs") from None
+    return module
+
+
+class Driver(GpuDriver):
+    """The loaded ``hip.hip`` module plus the status helpers that need it."""
+
+    vendor = "HIP"
+    error_groups = ((OUT_OF_MEMORY, ErrorCode.OUT_OF_RESOURCES), (BAD_IMAGE, ErrorCode.INVALID_BINARY),
+                    (NOT_SUPPORTED, ErrorCode.UNSUPPORTED), (NOT_FOUND, ErrorCode.NOT_FOUND),
+                    (INVALID_VALUE, ErrorCode.INVALID_ARGUMENT))
+    sticky = STICKY
+
+    def _lookup_name(self, status: int) -> str:
+        mod = self.module
+        try:
+            enum = mod.hipError_t(status)
+        except ValueError:
+            return f"hipError_t {status}"
+        label = getattr(enum, "name", str(status))
+        res, name = mod.hipGetErrorName(enum)
+        if int(res) == SUCCESS and name:
+            label = _text(name)
+        res, text = mod.hipGetErrorString(enum)
+        if int(res) == SUCCESS and text:
+            label = f"{label} ({_text(text)})"
+        return label
+
+
+def _text(value: object) -> str:
+    """A C string from hip-python (``bytes`` or its ``CStr``) as text."""
+    decode = getattr(value, "decode", None)
+    return decode(errors="replace") if callable(decode) else str(value)
+
+
+error_code = Driver.error_code
