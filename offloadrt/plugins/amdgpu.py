@@ -146,6 +146,14 @@ class AmdGpuDevice(GpuDevice):
         # hipMemsetD32Async takes a C int: the same 32 bits, read as signed.
         return value - (1 << 32) if width == 4 and value >= 1 << 31 else value
 
+    def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
+        """As LLVM's AMDGPU plugin: a fill on an idle queue is finished when the call returns."""
+        idle = queue is not None and not self._has_pending_work_impl(queue)
+        super()._data_fill_impl(ptr, pattern, size, queue)
+        if idle:
+            assert queue is not None
+            self._synchronize_impl(queue)
+
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         assert isinstance(dst_device, AmdGpuDevice)

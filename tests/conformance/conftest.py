@@ -7,7 +7,8 @@ here the fixtures are parametrized over every device offloadrt finds, the host i
 Each test runs inside its own ``olInit``/``olShutDown`` (upstream inits once per binary; a
 per-test init keeps the rest of the suite, which checks ``UNINITIALIZED``, independent).
 Device binaries come from ``device_code/``: C for the host (built with ``cc``), CUDA C for
-NVIDIA devices (built with NVRTC when ``cuda-bindings`` has it).
+NVIDIA devices (built with NVRTC when ``cuda-bindings`` has it) and for AMD devices (the same
+sources, which HIP accepts, built with hiprtc from ``hip-python``).
 """
 
 from __future__ import annotations
@@ -162,6 +163,35 @@ def _build_cuda(name: str, device: api.Device) -> bytes:
     return ptx
 
 
+def _build_amdgpu(name: str, device: api.Device) -> bytes:
+    """``name``'s CUDA C source (HIP accepts it as is) built for the device with hiprtc: a code object."""
+    source = DEVICE_CODE / "cuda" / f"{name}.cu"
+    if not source.exists():
+        pytest.skip(f"no GPU version of device binary '{name}' (see tests/conformance/README.md)")
+    try:
+        from hip import hiprtc  # noqa: PLC0415  (optional: only with an AMD device)
+    except ImportError:
+        pytest.skip("hip-python with hiprtc is not installed: cannot build AMDGPU device code")
+    arch = device._gdev.arch  # type: ignore[attr-defined]  # gcnArchName, features included
+    err, prog = hiprtc.hiprtcCreateProgram(source.read_bytes(), f"{name}.hip".encode(), 0, [], [])
+    assert int(err) == 0, err
+    try:
+        options = [f"--offload-arch={arch}".encode()]
+        (err,) = hiprtc.hiprtcCompileProgram(prog, len(options), options)
+        if int(err) != 0:
+            _, size = hiprtc.hiprtcGetProgramLogSize(prog)
+            log = bytearray(size)
+            hiprtc.hiprtcGetProgramLog(prog, log)
+            raise AssertionError(f"hiprtc failed to build {name}.cu for {arch}: {log.decode(errors='replace')}")
+        _, size = hiprtc.hiprtcGetCodeSize(prog)
+        code = bytearray(size)
+        (err,) = hiprtc.hiprtcGetCode(prog, code)
+        assert int(err) == 0, err
+        return bytes(code)
+    finally:
+        hiprtc.hiprtcDestroyProgram(prog)
+
+
 @pytest.fixture(scope="session")
 def device_code_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("device_code")
@@ -177,6 +207,8 @@ def load_device_binary(device_code_dir: Path) -> Callable[[str, api.Device], byt
             return _build_host(name, device_code_dir)
         if backend == PlatformBackend.CUDA:
             return _build_cuda(name, device)
+        if backend == PlatformBackend.AMDGPU:
+            return _build_amdgpu(name, device)
         pytest.skip(f"no device code toolchain for the {backend.name} backend on this machine")
 
     return load

@@ -60,8 +60,8 @@ def _load_foreign_binary(name: str, device: api.Device, backend: PlatformBackend
 
 def test_wrong_architecture(device: api.Device, device_code_dir: Path) -> None:
     # Pick a backend different from the device's own, so the loaded binary is valid but built
-    # for the wrong architecture. Upstream picks AMDGPU for CUDA devices; offloadrt has no
-    # AMDGPU toolchain, so a CUDA device gets the host's ELF build instead.
+    # for the wrong architecture. Upstream picks AMDGPU for CUDA devices; CI has no AMDGPU
+    # toolchain, so a CUDA device gets the host's ELF build instead, and an AMD one the PTX.
     backend = backend_of(device)
     foreign = PlatformBackend.HOST if backend == PlatformBackend.CUDA else PlatformBackend.CUDA
     image = _load_foreign_binary("foo", device, foreign, device_code_dir)
