@@ -189,7 +189,7 @@ def _build_amdgpu(name: str, device: api.Device) -> bytes:
         assert int(err) == 0, err
         return bytes(code)
     finally:
-        hiprtc.hiprtcDestroyProgram(prog)
+        hiprtc.hiprtcDestroyProgram(prog.createRef())  # the C call takes a pointer to the program
 
 
 @pytest.fixture(scope="session")
