@@ -1,6 +1,8 @@
-"""The simulated GPU behind the stand-in driver: devices, contexts, memory, streams and events.
+"""The simulated GPU behind the stand-in drivers: devices, contexts, memory, streams and events.
 
-TEST DOUBLE, not NVIDIA code. It follows the CUDA driver's documented behaviour on the host:
+TEST DOUBLE, not NVIDIA or AMD code. It follows the CUDA driver's documented behaviour on the
+host, and the HIP runtime's where the two agree (tests/hip_standin builds on it: a
+:class:`State` per stand-in, with its own devices, sticky codes, diagnostics and controls):
 
 - memory is real host memory (``calloc``, 256-byte aligned), so device pointers can be read and
   written through ctypes; each allocation is tracked per device against a memory budget;
@@ -54,9 +56,11 @@ _libc.free.restype = None
 _handle_ids = itertools.count(1)  # never reset: handles of a reset driver never match new ones
 
 
-# Shared by every State; cleared in place by reset(). Appending to a list is atomic under the GIL.
+# The CUDA stand-in's (another stand-in keeps its own); cleared in place by reset(). Appending to a
+# list is atomic under the GIL.
 calls: list[tuple[str, tuple[Any, ...]]] = []  # every driver call: (function name, arguments)
 diagnostics: list[str] = []  # why the stand-in failed a call, when the code alone would not say
+_cuda_diagnostics = diagnostics  # what a State logs to unless given its own list
 
 
 in_host_function = threading.local()  # .active: this thread is running a host function now
@@ -67,15 +71,18 @@ def new_handle() -> int:
 
 
 class DriverError(Exception):
-    """A driver call fails with ``code`` (raised inside the stand-in, returned as a CUresult)."""
+    """A driver call fails with ``code`` (raised inside the stand-in, returned as its status);
+    ``why``, when given, is what the stand-in's call wrapper adds to its diagnostics."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, why: str = "") -> None:
         super().__init__(code)
         self.code = int(code)
+        self.why = why
 
 
 class KernelFault(Exception):  # noqa: N818  # the name the tests use
-    """Raised by a registered kernel implementation: the launch faults with ``code`` (a CUresult).
+    """Raised by a registered kernel implementation: the launch faults with ``code`` (a CUresult,
+    or a hipError_t in the HIP stand-in).
 
     Reported asynchronously, as on a GPU; a sticky code poisons the context.
     """
@@ -120,34 +127,47 @@ def attribute_number(name: Any) -> int:
     return int(name)
 
 
-class Device:
-    def __init__(self, ordinal: int, spec: DeviceSpec) -> None:
+class SimulatedDevice:
+    """What the engine needs of a GPU: its memory budget and its (primary) context.
+
+    ``spec`` needs ``total_memory``, ``memory_budget`` (None: the total) and ``peers`` (the
+    ordinals it can access directly; None: every other device). Subclasses describe the rest.
+    """
+
+    def __init__(self, ordinal: int, spec: Any) -> None:
         self.ordinal = ordinal
         self.spec = spec
-        self.name = spec.name or f"Stand-in CUDA GPU {ordinal} (test double)"
-        self.uuid = spec.uuid or hashlib.md5(f"cuda-standin-{ordinal}".encode()).digest()
-        self.budget = spec.total_memory if spec.memory_budget is None else spec.memory_budget
+        self.budget: int = spec.total_memory if spec.memory_budget is None else spec.memory_budget
         self.used = 0
-        major, minor = spec.compute_capability
-        values = dict(DEFAULT_ATTRIBUTES, COMPUTE_CAPABILITY_MAJOR=major, COMPUTE_CAPABILITY_MINOR=minor,
-                      PCI_BUS_ID=0x18 + 0x10 * ordinal)
-        self.attributes = {attribute_number(k): v for k, v in values.items()}
-        self.attributes.update({attribute_number(k): v for k, v in spec.attributes.items()})
         self.context = Context(self)
 
-    def attr(self, name: str) -> int:
-        return self.attributes.get(attribute_number(name), 0)
-
-    def can_access(self, peer: Device) -> bool:
+    def can_access(self, peer: SimulatedDevice) -> bool:
         if peer is self:
             return False
         return self.spec.peers is None or peer.ordinal in self.spec.peers
 
 
+class Device(SimulatedDevice):
+    """A CUDA GPU: name, UUID and CUdevice_attribute values."""
+
+    def __init__(self, ordinal: int, spec: DeviceSpec) -> None:
+        super().__init__(ordinal, spec)
+        self.name = spec.name or f"Stand-in CUDA GPU {ordinal} (test double)"
+        self.uuid = spec.uuid or hashlib.md5(f"cuda-standin-{ordinal}".encode()).digest()
+        major, minor = spec.compute_capability
+        values = dict(DEFAULT_ATTRIBUTES, COMPUTE_CAPABILITY_MAJOR=major, COMPUTE_CAPABILITY_MINOR=minor,
+                      PCI_BUS_ID=0x18 + 0x10 * ordinal)
+        self.attributes = {attribute_number(k): v for k, v in values.items()}
+        self.attributes.update({attribute_number(k): v for k, v in spec.attributes.items()})
+
+    def attr(self, name: str) -> int:
+        return self.attributes.get(attribute_number(name), 0)
+
+
 class Context:
     """A device's primary context: one handle for the life of the driver, active while retained."""
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: Any) -> None:
         self.device = device
         self.handle = new_handle()
         self.refcount = 0
@@ -164,7 +184,7 @@ class Allocation:
     ptr: int
     size: int
     kind: str  # "device", "host", "managed" or "global"
-    device: Device
+    device: Any  # the SimulatedDevice it belongs to
 
 
 @dataclass(eq=False)
@@ -200,17 +220,27 @@ class Stream:
         self.stop = False
         self.async_error: int | None = None
         self.thread = threading.Thread(target=_worker, args=(state, self), daemon=True,
-                                       name=f"cuda-standin-stream-{self.handle:#x}")
+                                       name=f"{state.label}-stream-{self.handle:#x}")
 
 
 class State:
-    """One simulated driver instance (a fresh one per :func:`cuda_standin.reset`)."""
+    """One simulated driver instance (a fresh one per :func:`cuda_standin.reset`).
 
-    def __init__(self, devices: list[DeviceSpec], driver_version: int, init_error: int | None,
-                 library_missing: bool) -> None:
+    The defaults describe the CUDA driver; another stand-in passes its own device class
+    (``make_device(ordinal, spec)``), the fault codes that poison a context (``sticky``), the
+    list its diagnostics go to and a ``label`` for thread names and warnings.
+    """
+
+    def __init__(self, devices: list[Any], driver_version: int, init_error: int | None,
+                 library_missing: bool, *, make_device: Callable[[int, Any], Any] = Device,
+                 sticky: frozenset[int] = STICKY, diagnostics: list[str] | None = None,
+                 label: str = "cuda-standin") -> None:
         self.lock = threading.Lock()
         self.cv = threading.Condition(self.lock)
-        self.devices = [Device(i, spec) for i, spec in enumerate(devices)]
+        self.devices: list[Any] = [make_device(i, spec) for i, spec in enumerate(devices)]
+        self.sticky = sticky
+        self.diagnostics = _cuda_diagnostics if diagnostics is None else diagnostics
+        self.label = label
         self.driver_version = driver_version
         self.init_error = init_error
         self.library_missing = library_missing
@@ -260,7 +290,7 @@ class State:
         self.cv.notify_all()
 
     # ---- memory --------------------------------------------------------------------------------
-    def allocate(self, device: Device, size: int, kind: str) -> Allocation:
+    def allocate(self, device: SimulatedDevice, size: int, kind: str) -> Allocation:
         with self.lock:
             if kind in COUNTED:
                 if device.used + size > device.budget:
@@ -335,7 +365,7 @@ class State:
         except KernelFault as fault:
             return fault.code
         except Exception:  # noqa: BLE001  # a broken kernel implementation: a launch failure
-            diagnostics.append(f"kernel implementation raised:\n{traceback.format_exc()}")
+            self.diagnostics.append(f"kernel implementation raised:\n{traceback.format_exc()}")
             return LAUNCH_FAILED
         finally:
             in_host_function.active = False
@@ -348,7 +378,7 @@ class State:
                 event.done = op.seq
                 event.time = time.perf_counter()
         if code is not None:
-            if code in STICKY:
+            if code in self.sticky:
                 ctx.sticky = ctx.sticky or code
             elif stream is not None:
                 stream.async_error = stream.async_error or code
@@ -411,7 +441,7 @@ def shut_down(state: State, timeout: float = 5.0) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
     stuck = [thread.name for thread in workers if thread.is_alive()]
     if stuck:
-        warnings.warn(f"cuda_standin: stream workers still busy at reset (a host function or kernel "
+        warnings.warn(f"{state.label}: stream workers still busy at reset (a host function or kernel "
                       f"blocks?): {stuck}; their memory is leaked", RuntimeWarning, stacklevel=3)
         return
     with state.lock:
@@ -423,9 +453,9 @@ def shut_down(state: State, timeout: float = 5.0) -> None:
 
 
 def fail(code: int, why: str) -> DriverError:
-    """A :class:`DriverError` whose reason is kept in :data:`diagnostics` for the test to read."""
-    diagnostics.append(why)
-    return DriverError(code)
+    """A :class:`DriverError` with its reason, which the stand-in's call wrapper keeps in its
+    diagnostics for the test to read."""
+    return DriverError(code, why)
 
 
 # ---- test controls (see the package docstring) --------------------------------------------------
@@ -446,24 +476,39 @@ class Injection:
     skip: int
 
 
-control_lock = threading.Lock()  # guards injections and kernels (set by tests, read by any thread)
-injections: dict[str, deque[Injection]] = {}
-kernels: dict[str, KernelImpl] = {}
+class Controls:
+    """What a test sets for one stand-in: injected failures and kernel bodies by name."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # guards injections and kernels (set by tests, read by any thread)
+        self.injections: dict[str, deque[Injection]] = {}
+        self.kernels: dict[str, KernelImpl] = {}
+
+    def clear(self) -> None:
+        with self.lock:
+            self.injections.clear()
+            self.kernels.clear()
+
+    def take_injection(self, name: str) -> int | None:
+        """The code an injected failure makes this call of ``name`` return, if any."""
+        with self.lock:
+            pending = self.injections.get(name)
+            if not pending:
+                return None
+            entry = pending[0]
+            if entry.skip > 0:
+                entry.skip -= 1
+                return None
+            if entry.times is not None:
+                entry.times -= 1
+                if entry.times <= 0:
+                    pending.popleft()
+            return entry.code
+
+
+CONTROLS = Controls()  # the CUDA stand-in's; the names below are its tables
+control_lock = CONTROLS.lock
+injections = CONTROLS.injections
+kernels = CONTROLS.kernels
+take_injection = CONTROLS.take_injection
 STATE = State([DeviceSpec(), DeviceSpec()], 12040, None, False)
-
-
-def take_injection(name: str) -> int | None:
-    """The code an injected failure makes this call of ``name`` return, if any."""
-    with control_lock:
-        pending = injections.get(name)
-        if not pending:
-            return None
-        entry = pending[0]
-        if entry.skip > 0:
-            entry.skip -= 1
-            return None
-        if entry.times is not None:
-            entry.times -= 1
-            if entry.times <= 0:
-                pending.popleft()
-        return entry.code

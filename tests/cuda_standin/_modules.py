@@ -91,12 +91,16 @@ def write_log(options: dict[int, Any], buffer_option: int, size_option: int, tex
     ctypes.memmove(address(buffer), data, len(data))  # the driver writes into the caller's buffer
 
 
-def extra_blob(array: int) -> bytes:
-    """The argument blob an ``extra`` array points to, copied now (the caller may free it after)."""
+def extra_blob(array: int, end: int = CU_LAUNCH_PARAM_END) -> bytes:
+    """The argument blob an ``extra`` array points to, copied now (the caller may free it after).
+
+    ``end`` is the value that ends the array: CU_LAUNCH_PARAM_END (0) for CUDA,
+    HIP_LAUNCH_PARAM_END (3) for HIP; the buffer keys are 1 and 2 in both.
+    """
     buffer = size = None
     for index in range(0, 64, 2):
         key = ctypes.c_void_p.from_address(array + 8 * index).value or 0
-        if key == CU_LAUNCH_PARAM_END:
+        if key == end:
             break
         value = ctypes.c_void_p.from_address(array + 8 * (index + 1)).value or 0
         if key == CU_LAUNCH_PARAM_BUFFER_POINTER:
@@ -106,9 +110,9 @@ def extra_blob(array: int) -> bytes:
         else:
             raise fail(1, f"extra: unknown key {key:#x} at entry {index}")
     else:
-        raise fail(1, "extra: no CU_LAUNCH_PARAM_END within 32 entries")
+        raise fail(1, f"extra: no end marker ({end}) within 32 entries")
     if buffer is None or size is None:
-        raise fail(1, "extra: needs both CU_LAUNCH_PARAM_BUFFER_POINTER and CU_LAUNCH_PARAM_BUFFER_SIZE")
+        raise fail(1, "extra: needs both a BUFFER_POINTER (1) and a BUFFER_SIZE (2) entry")
     count = ctypes.c_size_t.from_address(size).value
     if count and not buffer:
         raise fail(1, "extra: a null argument buffer of non-zero size")

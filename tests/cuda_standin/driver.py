@@ -89,7 +89,8 @@ def _api(outputs: int = 0, needs_init: bool = True) -> Callable[[Callable[..., t
             code = e.take_injection(name)
             if code is None and needs_init and getattr(e.in_host_function, "active", False):
                 # The driver documents that host functions must not call it, and that it may refuse.
-                code = e.fail(800, f"{name} called from a host function").code
+                code = 800
+                e.diagnostics.append(f"{name} called from a host function")
             if code is None:
                 try:
                     if needs_init and not st.initialized:
@@ -97,6 +98,8 @@ def _api(outputs: int = 0, needs_init: bool = True) -> Callable[[Callable[..., t
                     return (_SUCCESS, *fn(*args, **kwargs))
                 except DriverError as failure:
                     code = failure.code
+                    if failure.why:
+                        e.diagnostics.append(failure.why)
             return (t.result(code), *([None] * outputs))
 
         parameters = ", ".join(inspect.signature(fn).parameters)

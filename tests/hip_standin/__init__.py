@@ -1,0 +1,240 @@
+"""hip_standin: a TEST DOUBLE for AMD's hip-python ``hip.hip`` module (not AMD code).
+
+The module :mod:`hip_standin.hip` has hip-python 10's function names, parameters (converted as
+hip-python converts them) and ``(hipError_t, *outputs)`` results, and simulates the HIP runtime's
+documented behaviour on the host with tests/cuda_standin's engine (stream order, hipErrorNotReady
+while work is pending, host functions on a stream thread, events with timestamps, sticky faults
+that poison a device), so the AMDGPU plugin's logic can be tested on any Linux machine. Memory is
+real host memory: device pointers can be read through ctypes. :mod:`hip_standin.images` builds
+the AMDGPU code objects and offload bundles ``hipModuleLoadData`` takes.
+
+Use in a test::
+
+    import hip_standin as standin
+
+    @pytest.fixture
+    def hip(monkeypatch):
+        module = standin.install(monkeypatch, devices=2)   # fresh runtime; `from hip import hip` finds it
+        yield module
+        standin.shutdown()
+
+Controls:
+
+- :func:`install` / :func:`reset` / :func:`shutdown`: make ``hip.hip`` the stand-in; start a fresh
+  runtime (devices, driver version, a failing init, a missing ``libamdhip64.so``); stop its
+  stream threads and free its memory.
+- :func:`inject`: make the next calls of a function fail with a code, doing nothing.
+- :func:`register_kernel`: a Python body for a kernel name; it may raise :class:`KernelFault`.
+- :func:`poison`: put a device in a sticky error state at once.
+- :data:`calls` (every call as ``(name, args)``), :data:`diagnostics` (why a call failed),
+  :func:`state` (the simulated runtime, for white-box checks), :func:`read` / :func:`write`.
+- :func:`replay_against_real`: replay recorded calls against the installed hip-python, to prove
+  it accepts every argument the plugin passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import io
+import sys
+import types
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from enum import Enum
+from typing import Any
+
+import pytest
+from cuda_standin._engine import Injection, KernelFault, KernelImpl, State, shut_down
+
+from . import _runtime, hip, images
+from ._devices import DeviceSpec
+from ._runtime import STICKY, calls, diagnostics
+from ._types import hipError_t
+
+__all__ = ["STICKY", "DeviceSpec", "KernelFault", "calls", "diagnostics", "hip", "images", "inject", "install",
+           "poison", "read", "real_module", "register_kernel", "replay_against_real", "reset", "shutdown", "state",
+           "write"]
+
+
+def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 60342134, init_error: Any = None,
+          library_missing: bool = False) -> None:
+    """Stop the current simulated runtime and start a fresh one.
+
+    ``devices``: how many default GPUs (AMD Instinct MI210, gfx90a:sramecc+:xnack-), or their
+    specs. ``driver_version``: what hipDriverGetVersion and hipRuntimeGetVersion return.
+    ``init_error``: the hipError_t that hipInit, and every call that would initialise the
+    runtime, returns. ``library_missing``: every call raises hip-python's RuntimeError about
+    dlopen'ing libamdhip64.so (hipGetErrorName/String return ``(hipSuccess, None)``, as
+    hip-python's do). Clears :data:`calls`, :data:`diagnostics`, injections and registered kernels.
+    """
+    shutdown()
+    specs = [DeviceSpec() for _ in range(devices)] if isinstance(devices, int) else list(devices)
+    code = None if init_error is None else int(hipError_t(int(init_error)))
+    _runtime.CONTROLS.clear()
+    calls.clear()
+    diagnostics.clear()
+    _runtime.STATE = _runtime.new_state(specs, driver_version, code, library_missing)
+
+
+def shutdown() -> None:
+    """Stop every stream thread of the current runtime and free its memory."""
+    shut_down(_runtime.STATE)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, **reset_args: Any) -> types.ModuleType:
+    """:func:`reset` (with ``reset_args``), then make ``from hip import hip`` and ``import hip.hip``
+    return the stand-in for the rest of the test, even where hip-python is installed
+    (monkeypatch restores the real modules); returns the stand-in module."""
+    reset(**reset_args)
+    package = types.ModuleType("hip", "hip_standin's stand-in for hip-python's package (TEST DOUBLE)")
+    package.__path__ = []
+    package.hip = hip  # type: ignore[attr-defined]
+    package.__standin__ = True  # type: ignore[attr-defined]
+
+    def missing(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"hip_standin provides only hip.hip, not hip.{name}")
+
+    package.__getattr__ = missing  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "hip", package)
+    monkeypatch.setitem(sys.modules, "hip.hip", hip)
+    return hip
+
+
+def inject(function_name: str, code: Any, times: int | None = 1, skip: int = 0) -> None:
+    """Make calls of ``function_name`` return ``code`` (a hipError_t) and do nothing: after
+    ``skip`` calls that work normally, the next ``times`` calls (``None``: all of them).
+    Injections of one function apply in the order they were made."""
+    if not getattr(getattr(hip, function_name, None), "__hip_standin__", False):
+        raise ValueError(f"hip_standin has no function {function_name!r}")
+    value = int(hipError_t(int(code)))  # hip-python could not return a code outside hipError_t
+    controls = _runtime.CONTROLS
+    with controls.lock:
+        controls.injections.setdefault(function_name, deque()).append(Injection(value, times, skip))
+
+
+def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[int, int, int], int, int], object],
+                    *, param_sizes: Iterable[int | tuple[int, int]] | None = None,
+                    max_threads: int | None = None) -> None:
+    """Run ``fn(params, grid, block, shared_mem, device)`` on the stream's thread whenever a kernel
+    called ``name`` is launched. ``params`` is the argument blob (bytes) the launch passed;
+    ``device`` the ordinal. ``fn`` may raise :class:`KernelFault`. ``param_sizes`` ((size,
+    alignment) or size per parameter) lets launches through ``kernelParams`` pack arguments (code
+    objects here carry no argument metadata); ``max_threads`` is the kernel's launch bound
+    (default: the device's maxThreadsPerBlock). Modules loaded afterwards pick these up."""
+    layout = None if param_sizes is None else [p if isinstance(p, tuple) else (p, min(p, 8) or 1)
+                                                for p in param_sizes]
+    controls = _runtime.CONTROLS
+    with controls.lock:
+        controls.kernels[name] = KernelImpl(fn, layout, max_threads)
+
+
+def poison(device: int = 0, code: Any = 700) -> None:
+    """Put device ``device`` in the sticky error state ``code`` (default hipErrorIllegalAddress),
+    as if a kernel had just faulted there."""
+    st = _runtime.STATE
+    with st.cv:
+        st.devices[device].context.sticky = int(hipError_t(int(code)))
+        st.cv.notify_all()
+
+
+def state() -> State:
+    """The running simulated runtime (devices, streams, events, modules, allocations), for white-box checks."""
+    return _runtime.STATE
+
+
+def read(address: int, size: int) -> bytes:
+    """``size`` bytes at a (device) address."""
+    return ctypes.string_at(int(address), size)
+
+
+def write(address: int, data: bytes) -> None:
+    """Store ``data`` at a (device) address."""
+    ctypes.memmove(int(address), data, len(data))
+
+
+# ---- the real hip-python ---------------------------------------------------------------------------
+
+def real_module() -> types.ModuleType | None:
+    """hip-python's real ``hip.hip`` module (``rocm.bindings.hip`` in hip-python 10), or None."""
+    candidates = ["rocm.bindings.hip"]
+    if not getattr(sys.modules.get("hip"), "__standin__", False):
+        candidates.append("hip.hip")  # hip-python before 10, while the stand-in is not installed
+    for name in candidates:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if not getattr(module, "__standin__", False) and hasattr(module, "hipInit"):
+            return module
+    return None
+
+
+def _library_missing(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "libamdhip64" in str(exc)
+
+
+@contextlib.contextmanager
+def _dlopen_reports_silenced() -> Iterator[None]:
+    """hip-python's hipGetErrorName/String print the dlopen failure's traceback and report it as
+    "Exception ignored": silence both, pass anything else on."""
+    previous = sys.unraisablehook
+    printed = io.StringIO()
+
+    def hook(unraisable: Any) -> None:
+        if not _library_missing(unraisable.exc_value):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        with contextlib.redirect_stderr(printed):
+            yield
+    finally:
+        sys.unraisablehook = previous
+        if printed.getvalue() and "libamdhip64" not in printed.getvalue():
+            sys.stderr.write(printed.getvalue())
+
+
+def _as_real(value: Any, real: types.ModuleType) -> Any:
+    """A stand-in enum member as the real module's member of the same name (lists, tuples inside)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_real(v, real) for v in value)
+    if isinstance(value, Enum) and type(value).__module__.startswith("hip_standin"):
+        return getattr(real, type(value).__name__)[value.name]
+    return value
+
+
+Refusal = tuple[str, tuple[Any, ...], BaseException]
+
+
+def replay_against_real(calls: Iterable[tuple[str, tuple[Any, ...]]]) -> list[Refusal]:
+    """Replay ``calls`` (``(name, args)`` pairs, as recorded in :data:`hip_standin.calls`) against
+    the installed hip-python; return ``(name, args, exception)`` for each call whose arguments it
+    refused (TypeError, OverflowError...). Without ROCm, hip-python converts every argument before
+    it fails to dlopen libamdhip64.so, so that RuntimeError (or a normal return, for
+    hipGetErrorName/String) means the arguments were accepted. Skips the test where hip-python is
+    not importable, and where libamdhip64.so loads (stand-in handles must never reach a real runtime).
+    """
+    real = real_module()
+    if real is None:
+        pytest.skip("hip-python (rocm.bindings.hip) is not importable: nothing to replay against")
+    try:
+        real.hipRuntimeGetVersion()
+    except RuntimeError as exc:
+        if not _library_missing(exc):
+            raise
+    else:
+        pytest.skip("libamdhip64.so loads here: replaying stand-in handles against a real HIP runtime is unsafe")
+    refused: list[Refusal] = []
+    for name, args in calls:
+        quiet = _dlopen_reports_silenced() if name in _runtime.QUIET_WHEN_MISSING else contextlib.nullcontext()
+        try:
+            with quiet:
+                getattr(real, name)(*_as_real(args, real))
+        except Exception as exc:  # noqa: BLE001  # TypeError, OverflowError, ...: a refused argument
+            if not _library_missing(exc):
+                refused.append((name, args, exc))
+    return refused

@@ -1,0 +1,234 @@
+"""Modules, kernels and launches of the HIP stand-in (see hip.py for the rules it follows).
+
+TEST DOUBLE, not AMD code. ``hipModuleLoadData`` loads an AMDGPU code object or offload bundle
+(see ``_code_objects``) on the current device: its globals get device memory initialised from the
+image, its kernels run the Python bodies registered by name. ``hipModuleLaunchKernel`` checks a
+launch as HIP's runtime does (codes from HIP's documentation and its launch validation):
+
+- the stream must belong to the current device (hipErrorInvalidResourceHandle), the kernel to the
+  stream's device (hipErrorInvalidDevice);
+- a zero dimension, a grid or block beyond the device's limits, more than ``maxThreadsPerBlock``
+  threads, more dynamic shared memory than ``sharedMemPerBlock``, or both ``kernelParams`` and
+  ``extra``: hipErrorInvalidValue; ``gridDim * blockDim`` of 2**32 or more on an axis:
+  hipErrorInvalidConfiguration;
+- a block larger than the kernel's launch bounds (``register_kernel(max_threads=)``, default
+  1024): hipErrorLaunchFailure, returned by the launch itself (it poisons nothing);
+- ``extra`` is HIP's ``{HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_BUFFER_SIZE,
+  &size, HIP_LAUNCH_PARAM_END}`` array (END is 3, not CUDA's 0): anything else is hipErrorInvalidValue.
+"""
+# ruff: noqa: N803  # parameter names follow hip-python
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+from cuda_standin import _engine as e
+from cuda_standin import _modules as m
+
+from . import _code_objects as images
+from . import _runtime as r
+from ._convert import (
+    Address,
+    CInt,
+    CString,
+    CUInt,
+    FunctionAttributeArg,
+    LaunchExtra,
+    PackedArgs,
+    PointerList,
+    Ptr,
+    SizeT,
+)
+from ._types import HIP_LAUNCH_PARAM_END
+
+
+def _image_bytes(image: int) -> bytes:
+    """The image a pointer argument designates: the caller's buffer, or what lies at the address."""
+    source = getattr(image, "source", None) if isinstance(image, Address) else None
+    if source is not None:
+        return ctypes.string_at(image, memoryview(source).nbytes)
+    return images.read_at(image)
+
+
+@r.api(None)
+def hipModuleLoadData(image: Ptr) -> tuple[int]:
+    st = r.STATE
+    ctx = r.current(st)
+    if not image:
+        raise e.fail(1, "hipModuleLoadData: a null image")
+    device = ctx.device
+    try:
+        code_object = images.select(_image_bytes(image), device.processor, device.features)
+    except images.ImageError as err:
+        raise e.fail(err.code, f"hipModuleLoadData: {err.why}") from None
+    module = m.Module(e.new_handle(), ctx)
+    try:
+        for name, (size, initial) in code_object.globals.items():
+            alloc = st.allocate(device, size, "global")
+            ctypes.memmove(alloc.ptr, initial, min(len(initial), size))
+            module.globals[name] = alloc
+    except e.DriverError:
+        with st.lock:
+            for alloc in module.globals.values():
+                st.release_locked(alloc)
+        raise
+    with r.CONTROLS.lock:
+        registered = dict(r.CONTROLS.kernels)
+    shared = device.attr("MaxSharedMemoryPerBlock")
+    with st.lock:
+        for name in code_object.kernels:
+            impl = registered.get(name)
+            limit = (impl.max_threads if impl else None) or device.attr("MaxThreadsPerBlock")
+            function = m.Function(e.new_handle(), module, name, impl.params if impl else None, limit, shared)
+            module.functions[name] = function
+            st.functions[function.handle] = function
+        st.modules[module.handle] = module
+    return (module.handle,)
+
+
+def _module(st: e.State, handle: int) -> m.Module:
+    if handle == 0:
+        raise e.fail(400, "a null module")
+    module: m.Module = r.lookup(st.modules, handle, "module")
+    r.usable(module.ctx)
+    return module
+
+
+@r.api()
+def hipModuleUnload(module: Ptr) -> tuple[()]:
+    st = r.STATE
+    found = _module(st, module)
+    with st.lock:
+        if st.modules.pop(found.handle, None) is None:
+            raise e.fail(400, f"module {module:#x} was unloaded meanwhile")
+        found.unloaded = True
+        for function in found.functions.values():
+            st.functions.pop(function.handle, None)
+        for alloc in found.globals.values():
+            st.release_locked(alloc)
+    return ()
+
+
+def _symbol_name(name: bytes | None) -> str:
+    if not name:
+        raise e.fail(1, "a null or empty symbol name")
+    return name.decode(errors="replace")
+
+
+@r.api(None)
+def hipModuleGetFunction(module: Ptr, kname: CString) -> tuple[int]:
+    text = _symbol_name(kname)
+    found = _module(r.STATE, module)
+    function = found.functions.get(text)
+    if function is None:
+        raise e.fail(500, f"no kernel {text!r} in the module (kernels: {sorted(found.functions)})")
+    return (function.handle,)
+
+
+@r.api(None, 0)
+def hipModuleGetGlobal(hmod: Ptr, name: CString) -> tuple[int, int]:
+    text = _symbol_name(name)
+    found = _module(r.STATE, hmod)
+    alloc = found.globals.get(text)
+    if alloc is None:
+        raise e.fail(500, f"no global {text!r} in the module (globals: {sorted(found.globals)})")
+    return (alloc.ptr, alloc.size)
+
+
+def _function(handle: int) -> m.Function:
+    if handle == 0:
+        raise e.fail(400, "a null function")
+    function: m.Function = r.lookup(r.STATE.functions, handle, "function")
+    r.usable(function.module.ctx)
+    return function
+
+
+@r.api(0)
+def hipFuncGetAttribute(attrib: FunctionAttributeArg, hfunc: Ptr) -> tuple[int]:
+    function = _function(hfunc)
+    device = function.module.ctx.device
+    values = {0: function.max_threads, 1: 0, 2: 0, 3: 0, 4: 0, 5: device.major * 10 + device.minor,
+              6: device.major * 10 + device.minor, 7: 0, 8: function.max_dynamic_shared, 9: 0}
+    value = values.get(int(attrib))
+    if value is None:
+        raise e.fail(1, f"hipFuncGetAttribute: {attrib!r} is not supported")
+    return (value,)
+
+
+@r.api(0, 0)
+def hipModuleOccupancyMaxPotentialBlockSize(f: Ptr, dynSharedMemPerBlk: SizeT, blockSizeLimit: CInt) -> tuple[int, int]:
+    function = _function(f)
+    device = function.module.ctx.device
+    if dynSharedMemPerBlk > function.max_dynamic_shared:
+        raise e.fail(1, f"{dynSharedMemPerBlk} B of dynamic shared memory > {function.max_dynamic_shared} B")
+    block = min(function.max_threads, blockSizeLimit if blockSizeLimit > 0 else function.max_threads)
+    warp = device.attr("WarpSize")
+    block = block - block % warp if block >= warp else block
+    per_cu = device.attr("MaxThreadsPerMultiProcessor") // block
+    if dynSharedMemPerBlk:
+        per_cu = min(per_cu, device.attr("MaxSharedMemoryPerMultiprocessor") // dynSharedMemPerBlk)
+    return (max(1, per_cu) * device.attr("MultiprocessorCount"), block)
+
+
+def _arguments(function: m.Function, kernelParams: list[int] | int | None,
+               extra: int | PackedArgs | None) -> bytes:
+    """The argument blob, copied at launch time as HIP does."""
+    if kernelParams is not None and extra is not None:
+        raise e.fail(1, "hipModuleLaunchKernel: kernelParams and extra are both given")
+    if isinstance(extra, PackedArgs):
+        return bytes(extra)
+    if extra is not None:
+        return m.extra_blob(extra, end=HIP_LAUNCH_PARAM_END)
+    if kernelParams is None:
+        return b""
+    if isinstance(kernelParams, list):
+        array = (ctypes.c_void_p * max(1, len(kernelParams)))(*kernelParams)
+        return m.packed_params(ctypes.addressof(array), function)
+    return m.packed_params(kernelParams, function)
+
+
+@r.api()
+def hipModuleLaunchKernel(f: Ptr, gridDimX: CUInt, gridDimY: CUInt, gridDimZ: CUInt, blockDimX: CUInt,
+                          blockDimY: CUInt, blockDimZ: CUInt, sharedMemBytes: CUInt, stream: Ptr,
+                          kernelParams: PointerList, extra: LaunchExtra) -> tuple[()]:
+    st = r.STATE
+    queue, ctx = r.stream(st, stream)
+    device = ctx.device
+    if device.ordinal != r.current_ordinal(st):
+        raise e.fail(400, f"hipModuleLaunchKernel: the stream is device {device.ordinal}'s, the current device "
+                          f"is {r.current_ordinal(st)} (HIP launches only on the current device)")
+    grid, block = (gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ)
+    grid_limits = [device.attr(f"MaxGridDim{axis}") for axis in "XYZ"]
+    block_limits = [device.attr(f"MaxBlockDim{axis}") for axis in "XYZ"]
+    threads = math.prod(block)
+    if (not all(1 <= g <= limit for g, limit in zip(grid, grid_limits))
+            or not all(1 <= b <= limit for b, limit in zip(block, block_limits))
+            or threads > device.attr("MaxThreadsPerBlock")):
+        raise e.fail(1, f"hipModuleLaunchKernel: grid {grid} / block {block} outside the device's limits")
+    if sharedMemBytes > device.attr("MaxSharedMemoryPerBlock"):
+        raise e.fail(1, f"hipModuleLaunchKernel: {sharedMemBytes} B of dynamic shared memory > the device's "
+                        f"{device.attr('MaxSharedMemoryPerBlock')} B per block")
+    if any(g * b >= 1 << 32 for g, b in zip(grid, block)):
+        raise e.fail(9, f"hipModuleLaunchKernel: grid {grid} x block {block} has 2**32 or more work-items on an axis")
+    function = _function(f)
+    if function.module.ctx is not ctx:
+        raise e.fail(101, f"hipModuleLaunchKernel: {function.name!r} was loaded on device "
+                          f"{function.module.ctx.device.ordinal}, the stream is device {device.ordinal}'s")
+    if threads > function.max_threads:
+        raise e.fail(719, f"Launch params {block} are larger than launch bounds ({function.max_threads}) for "
+                          f"kernel {function.name}")
+    with r.CONTROLS.lock:
+        impl = r.CONTROLS.kernels.get(function.name)
+    if function.params is None and impl is not None:
+        function.params = impl.params
+    params = _arguments(function, kernelParams, extra)  # type: ignore[arg-type]
+    ordinal = device.ordinal
+
+    def run() -> None:
+        if impl is not None:
+            impl.fn(params, grid, block, sharedMemBytes, ordinal)
+
+    st.enqueue(queue, ctx, e.Op("kernel", run))
+    return ()
+

@@ -1,0 +1,133 @@
+"""Copies and fills of the HIP stand-in (see hip.py for the rules it follows).
+
+TEST DOUBLE, not AMD code. As HIP validates them: a device-side pointer range must lie inside one
+HIP allocation (device, managed or pinned host memory; hipErrorInvalidValue otherwise), a copy of
+zero bytes or a fill of zero elements does nothing, fills take any alignment and a 2D fill's pitch
+must hold a row. The work runs on the stream's device (the null stream: the current device's);
+memory of a device poisoned by a sticky fault is refused with that fault.
+"""
+# ruff: noqa: N803  # parameter names follow hip-python
+
+from __future__ import annotations
+
+import ctypes
+
+from cuda_standin import _engine as e
+
+from . import _runtime as r
+from ._convert import CInt, CUChar, CUInt, CUShort, Ptr, SizeT
+
+
+def _touch(st: e.State, address: int, size: int, what: str) -> None:
+    """``[address, +size)`` must be HIP memory of a device that still works."""
+    if size == 0:
+        return
+    with st.lock:
+        alloc = st.find_locked(address, size)
+    if alloc is None:
+        raise e.fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation")
+    r.usable(alloc.device.context)
+
+
+def _copy(dst: int, src: int, size: int, stream: int, check_dst: bool, check_src: bool) -> tuple[()]:
+    st = r.STATE
+    queue, ctx = r.stream(st, stream)
+    if size and not (dst and src):
+        raise e.fail(1, "a copy to or from a null pointer")
+    if check_dst:
+        _touch(st, dst, size, "destination")
+    if check_src:
+        _touch(st, src, size, "source")
+
+    def run() -> None:
+        if size:
+            ctypes.memmove(dst, src, size)
+
+    st.enqueue(queue, ctx, e.Op("copy", run, keep=(dst, src)))  # the ints keep a caller's buffers alive
+    return ()
+
+
+@r.api()
+def hipMemcpyHtoDAsync(dst: Ptr, src: Ptr, sizeBytes: SizeT, stream: Ptr) -> tuple[()]:
+    return _copy(dst, src, sizeBytes, stream, True, False)
+
+
+@r.api()
+def hipMemcpyDtoHAsync(dst: Ptr, src: Ptr, sizeBytes: SizeT, stream: Ptr) -> tuple[()]:
+    return _copy(dst, src, sizeBytes, stream, False, True)
+
+
+@r.api()
+def hipMemcpyDtoDAsync(dst: Ptr, src: Ptr, sizeBytes: SizeT, stream: Ptr) -> tuple[()]:
+    return _copy(dst, src, sizeBytes, stream, True, True)
+
+
+@r.api()
+def hipMemcpyPeerAsync(dst: Ptr, dstDeviceId: CInt, src: Ptr, srcDevice: CInt, sizeBytes: SizeT,
+                       stream: Ptr) -> tuple[()]:
+    st = r.STATE
+    for ordinal in (dstDeviceId, srcDevice):  # peer copies need no peer access: HIP stages them
+        r.usable(r.device(st, ordinal).context)
+    return _copy(dst, src, sizeBytes, stream, True, True)
+
+
+def _fill(width: int, dst: int, value: int, count: int, stream: int, pitch: int = 0, height: int = 1) -> tuple[()]:
+    st = r.STATE
+    queue, ctx = r.stream(st, stream)
+    row = count * width
+    if height > 1 and pitch < row:
+        raise e.fail(1, f"2D fill: pitch {pitch} is smaller than a row of {row} bytes")
+    extent = pitch * (height - 1) + row if count and height else 0
+    if extent and not dst:
+        raise e.fail(1, "a fill of a null pointer")
+    _touch(st, dst, extent, "fill destination")
+    pattern = (value & ((1 << 8 * width) - 1)).to_bytes(width, "little") * count
+
+    def run() -> None:
+        if not extent:
+            return
+        if height == 1:
+            ctypes.memmove(dst, pattern, row)
+            return
+        import numpy as np  # a strided fill of many rows, without a Python loop
+
+        base = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(dst)), dtype=np.uint8)
+        rows = np.lib.stride_tricks.as_strided(base, shape=(height, row), strides=(pitch, 1))
+        rows[:] = np.frombuffer(pattern, dtype=np.uint8)
+
+    st.enqueue(queue, ctx, e.Op("memset", run))
+    return ()
+
+
+@r.api()
+def hipMemsetD8Async(dest: Ptr, value: CUChar, count: SizeT, stream: Ptr) -> tuple[()]:
+    return _fill(1, dest, value, count, stream)
+
+
+@r.api()
+def hipMemsetD16Async(dest: Ptr, value: CUShort, count: SizeT, stream: Ptr) -> tuple[()]:
+    return _fill(2, dest, value, count, stream)
+
+
+@r.api()
+def hipMemsetD32Async(dst: Ptr, value: CInt, count: SizeT, stream: Ptr) -> tuple[()]:
+    # hip-python types this value as a C int: 0xFFFFFFFF overflows; -1 fills 0xFFFFFFFF.
+    return _fill(4, dst, value, count, stream)
+
+
+@r.api()
+def hipMemsetD2D8Async(dst: Ptr, dstPitch: SizeT, value: CUChar, width: SizeT, height: SizeT,
+                       stream: Ptr) -> tuple[()]:
+    return _fill(1, dst, value, width, stream, dstPitch, height)
+
+
+@r.api()
+def hipMemsetD2D16Async(dst: Ptr, dstPitch: SizeT, value: CUShort, width: SizeT, height: SizeT,
+                        stream: Ptr) -> tuple[()]:
+    return _fill(2, dst, value, width, stream, dstPitch, height)
+
+
+@r.api()
+def hipMemsetD2D32Async(dst: Ptr, dstPitch: SizeT, value: CUInt, width: SizeT, height: SizeT,
+                        stream: Ptr) -> tuple[()]:
+    return _fill(4, dst, value, width, stream, dstPitch, height)

@@ -1,0 +1,276 @@
+"""A stand-in for hip-python's ``hip.hip`` module: a TEST DOUBLE, not AMD code.
+
+It follows the HIP runtime's documented behaviour on the host, with hip-python's calling
+convention: every function takes the same parameters as hip-python 10 (converted the same way:
+an out-of-range C integer is an OverflowError, a wrong type a TypeError) and returns
+``(hipError_t, *outputs)``. Handles and device pointers it returns are plain ints (hip-python
+accepts ints for every handle parameter). A name it does not simulate raises AttributeError.
+
+Simulated, as HIP documents it: the runtime initialises itself on the first call; a current
+device per thread (``hipSetDevice``; a new thread starts at device 0) on which memory, modules,
+streams and events are created; work runs on the stream's device whatever device is current; the
+null stream (None or 0) is the current device's legacy stream; streams run in submission order
+on their own thread (``hipStreamQuery`` says hipErrorNotReady while work is pending); events
+with timestamps; host functions called through their C address on the stream's thread; kernels
+run by Python bodies registered by name; sticky faults after which every call touching the
+device fails.
+
+Deliberate simplifications and choices (pinned in tests/test_hip_standin.py):
+
+- the null stream runs its work synchronously in the calling thread, after the device's blocking
+  streams have drained; a non-sticky kernel fault is returned once, by the next sync or query of
+  its stream; a sticky one by every later call touching the device (hipSetDevice and device
+  queries, which HIP answers from cached properties, still work);
+- a stream handle HIP does not know is hipErrorContextIsDestroyed (HIP's stream check), any other
+  unknown handle hipErrorInvalidHandle;
+- hipFree and hipHostFree wait for the allocation's device to finish its work (HIP: "performs an
+  implicit hipDeviceSynchronize"); freeing an unknown pointer, or a host pointer with hipFree
+  (a device pointer with hipHostFree), is hipErrorInvalidValue;
+- HIP calls from a host function return hipErrorNotSupported (HIP: "must not make any HIP API calls");
+- ``init_error`` is returned by hipInit and by every call that would initialise the runtime;
+- hipModuleLaunchKernel follows HIP's launch checks (see ``_kernels``): the stream must be the
+  current device's, and a block beyond the kernel's launch bounds is hipErrorLaunchFailure.
+"""
+# ruff: noqa: N803  # parameter names follow hip-python (deviceId, sizeBytes, ...)
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda_standin import _engine as e
+
+from . import _runtime as r
+from ._convert import CInt, CUInt, DeviceAttributeArg, ErrorArg, Ptr, SizeT
+from ._kernels import (  # noqa: F401  # hip-python's names
+    hipFuncGetAttribute,
+    hipModuleGetFunction,
+    hipModuleGetGlobal,
+    hipModuleLaunchKernel,
+    hipModuleLoadData,
+    hipModuleOccupancyMaxPotentialBlockSize,
+    hipModuleUnload,
+)
+from ._memory import (  # noqa: F401  # hip-python's names
+    hipMemcpyDtoDAsync,
+    hipMemcpyDtoHAsync,
+    hipMemcpyHtoDAsync,
+    hipMemcpyPeerAsync,
+    hipMemsetD2D8Async,
+    hipMemsetD2D16Async,
+    hipMemsetD2D32Async,
+    hipMemsetD8Async,
+    hipMemsetD16Async,
+    hipMemsetD32Async,
+)
+from ._queues import (  # noqa: F401  # hip-python's names
+    hipEventCreateWithFlags,
+    hipEventDestroy,
+    hipEventElapsedTime,
+    hipEventQuery,
+    hipEventRecord,
+    hipEventSynchronize,
+    hipLaunchHostFunc,
+    hipStreamCreateWithFlags,
+    hipStreamDestroy,
+    hipStreamQuery,
+    hipStreamSynchronize,
+    hipStreamWaitEvent,
+)
+from ._types import (  # noqa: F401  # hip-python's names
+    HIP_LAUNCH_PARAM_BUFFER_POINTER,
+    HIP_LAUNCH_PARAM_BUFFER_SIZE,
+    HIP_LAUNCH_PARAM_END,
+    CStr,
+    hipDeviceAttribute_t,
+    hipDeviceProp_t,
+    hipError_t,
+    hipEventBlockingSync,
+    hipEventDefault,
+    hipEventDisableTiming,
+    hipEventInterprocess,
+    hipEventReleaseToDevice,
+    hipEventReleaseToSystem,
+    hipFunction_attribute,
+    hipHostMallocCoherent,
+    hipHostMallocDefault,
+    hipHostMallocMapped,
+    hipHostMallocNonCoherent,
+    hipHostMallocNumaUser,
+    hipHostMallocPortable,
+    hipHostMallocWriteCombined,
+    hipMemAttachGlobal,
+    hipMemAttachHost,
+    hipMemAttachSingle,
+    hipStreamDefault,
+    hipStreamNonBlocking,
+    hipUUID_t,
+    message,
+)
+
+__standin__ = True  # lets tests tell this module from the real one
+
+
+# ---- initialisation, versions, errors -------------------------------------------------------------
+
+@r.api(needs_init=False)
+def hipInit(flags: CUInt) -> tuple[()]:
+    if flags != 0:
+        raise e.fail(1, "hipInit: flags must be 0")
+    r.initialize(r.STATE)
+    return ()
+
+
+@r.api(0, needs_init=False)
+def hipDriverGetVersion() -> tuple[int]:
+    return (r.STATE.driver_version,)
+
+
+@r.api(0, needs_init=False)
+def hipRuntimeGetVersion() -> tuple[int]:
+    return (r.STATE.driver_version,)
+
+
+@r.api(None, needs_init=False)
+def hipGetErrorName(hip_error: ErrorArg) -> tuple[CStr]:
+    return (CStr(hipError_t(int(hip_error)).name.encode()),)
+
+
+@r.api(None, needs_init=False)
+def hipGetErrorString(hipError: ErrorArg) -> tuple[CStr]:
+    return (CStr(message(int(hipError)).encode()),)
+
+
+# ---- devices -----------------------------------------------------------------------------------------
+
+@r.api(0)
+def hipGetDeviceCount() -> tuple[int]:
+    return (len(r.STATE.devices),)
+
+
+@r.api()
+def hipSetDevice(deviceId: CInt) -> tuple[()]:
+    st = r.STATE
+    st.tls.device = r.device(st, deviceId).ordinal
+    return ()
+
+
+@r.api(0)
+def hipGetDevice() -> tuple[int]:
+    return (r.current_ordinal(r.STATE),)
+
+
+@r.api(0)
+def hipDeviceGetAttribute(attr: DeviceAttributeArg, deviceId: CInt) -> tuple[int]:
+    device = r.device(r.STATE, deviceId)
+    value = device.attributes.get(int(attr))
+    if value is None:
+        raise e.fail(1, f"hip_standin does not simulate {attr!r} (add it to tests/hip_standin/_devices.py)")
+    return (value,)
+
+
+@r.api(hipDeviceProp_t())
+def hipGetDeviceProperties(deviceId: CInt) -> tuple[hipDeviceProp_t]:
+    return (r.device(r.STATE, deviceId).properties(),)
+
+
+@r.api(0)
+def hipDeviceTotalMem(device: CInt) -> tuple[int]:
+    return (r.device(r.STATE, device).spec.total_memory,)
+
+
+@r.api(0, 0)
+def hipMemGetInfo() -> tuple[int, int]:
+    st = r.STATE
+    device = r.current(st).device
+    with st.lock:
+        free = max(0, min(device.budget, device.spec.total_memory) - device.used)
+    return (free, device.spec.total_memory)
+
+
+@r.api(0)
+def hipDeviceCanAccessPeer(deviceId: CInt, peerDeviceId: CInt) -> tuple[int]:
+    st = r.STATE
+    return (int(r.device(st, deviceId).can_access(r.device(st, peerDeviceId))),)
+
+
+@r.api()
+def hipDeviceEnablePeerAccess(peerDeviceId: CInt, flags: CUInt) -> tuple[()]:
+    st = r.STATE
+    ctx = r.current(st)
+    if flags != 0:
+        raise e.fail(1, "hipDeviceEnablePeerAccess: flags must be 0")
+    peer = r.device(st, peerDeviceId)
+    if peer is ctx.device:
+        raise e.fail(101, "hipDeviceEnablePeerAccess: a device is not its own peer")
+    if not ctx.device.can_access(peer):
+        raise e.fail(217, f"device {ctx.device.ordinal} cannot access device {peer.ordinal}")
+    with st.lock:
+        if peer.ordinal in ctx.peers:  # the engine's peer set holds device ordinals here
+            raise e.DriverError(704)
+        ctx.peers.add(peer.ordinal)
+    return ()
+
+
+# ---- memory ------------------------------------------------------------------------------------------
+
+def _allocate(size: int, kind: str) -> int | None:
+    st = r.STATE
+    ctx = r.current(st)
+    if size == 0:  # HIP: no memory, a NULL pointer and hipSuccess
+        return None
+    return st.allocate(ctx.device, size, kind).ptr
+
+
+@r.api(None)
+def hipMalloc(size: SizeT) -> tuple[int | None]:
+    return (_allocate(size, "device"),)
+
+
+@r.api(None)
+def hipHostMalloc(size: SizeT, flags: CUInt) -> tuple[int | None]:
+    coherence = flags & 0xC0000000
+    if flags & ~0xE0000007 or coherence == 0xC0000000:  # unknown bits, or coherent and non-coherent
+        raise e.fail(1, f"hipHostMalloc: invalid flags {flags:#x}")
+    return (_allocate(size, "host"),)
+
+
+@r.api(None)
+def hipMallocManaged(size: SizeT, flags: CUInt) -> tuple[int | None]:
+    if flags not in (hipMemAttachGlobal, hipMemAttachHost):
+        raise e.fail(1, f"hipMallocManaged: flags must be hipMemAttachGlobal or hipMemAttachHost, not {flags:#x}")
+    return (_allocate(size, "managed"),)
+
+
+def _free(address: int, kinds: tuple[str, ...], call: str) -> tuple[()]:
+    st = r.STATE
+    if address == 0:
+        return ()
+    with st.lock:
+        alloc = st.allocations.get(address)
+    if alloc is None or alloc.kind not in kinds:
+        raise e.fail(1, f"{call}: {address:#x} is not the start of a live {'/'.join(kinds)} allocation")
+    ctx = alloc.device.context
+    with st.cv:  # the implicit hipDeviceSynchronize
+        st.cv.wait_for(lambda: st.idle_locked(st.streams_of_locked(ctx)) or ctx.sticky is not None)
+        r.usable(ctx)
+        if st.allocations.get(address) is not alloc:
+            raise e.fail(1, f"{call}: {address:#x} was freed meanwhile")
+        st.release_locked(alloc)
+    return ()
+
+
+@r.api()
+def hipFree(ptr: Ptr) -> tuple[()]:
+    return _free(ptr, ("device", "managed"), "hipFree")
+
+
+@r.api()
+def hipHostFree(ptr: Ptr) -> tuple[()]:
+    return _free(ptr, ("host",), "hipHostFree")
+
+
+def __getattr__(name: str) -> Any:
+    """hip-python names the stand-in does not simulate fail loudly instead of reaching for a GPU."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"hip_standin does not simulate hip.{name}; add it to tests/hip_standin/")
