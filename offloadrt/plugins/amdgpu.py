@@ -13,16 +13,13 @@ import threading
 from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError
-from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag, PlatformBackend
+from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
 from . import hip_driver as hd
 from .amdgpu_images import compatible, parse_target_id
-from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, LaunchBuffers
+from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
 from .image import DeviceImage, GenericKernel
-from .interface import GenericDevice, GenericPlugin, PluginUnavailable
+from .interface import GenericDevice
 from .resources import AsyncInfo
-
-UINT32_MAX = 0xFFFFFFFF
-INT32_MIN = -(1 << 31)
 
 
 class AmdGpuDevice(GpuDevice):
@@ -72,43 +69,12 @@ class AmdGpuDevice(GpuDevice):
         block = Dimensions(*(int(v) for v in list(p.maxThreadsDim)[:3]))
         grid = Dimensions(*(int(v) for v in list(p.maxGridSize)[:3]))
         max_threads = int(p.maxThreadsPerBlock)
-        full = FpCapabilityFlag(0x7F)  # IEEE 754 with FMA: everything but SOFT_FLOAT
-
-        def work(g: int, b: int) -> int:
-            return min(UINT32_MAX, g * b)
-
-        name = str(p.name).strip() or processor
-        info: dict[DeviceInfo, Any] = {
-            DeviceInfo.TYPE: DeviceType.GPU,
-            DeviceInfo.NAME: processor,  # as LLVM's AMDGPU plugin: the processor; the marketing name below
-            DeviceInfo.PRODUCT_NAME: name,
-            DeviceInfo.UID: _uid(p.uuid),
-            DeviceInfo.VENDOR: "AMD",
-            DeviceInfo.DRIVER_VERSION: self.plugin.version(),
-            DeviceInfo.MAX_WORK_GROUP_SIZE: max_threads,
-            DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION: block,
-            DeviceInfo.MAX_WORK_SIZE: work(grid.x, max_threads),
-            DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION: Dimensions(work(grid.x, block.x), work(grid.y, block.y),
-                                                               work(grid.z, block.z)),
-            DeviceInfo.VENDOR_ID: 0x1002,
-            DeviceInfo.NUM_COMPUTE_UNITS: int(p.multiProcessorCount),
-            DeviceInfo.MAX_CLOCK_FREQUENCY: int(p.clockRate) // 1000,
-            DeviceInfo.MEMORY_CLOCK_RATE: int(p.memoryClockRate) // 1000,
-            DeviceInfo.ADDRESS_BITS: 64,
-            DeviceInfo.MAX_MEM_ALLOC_SIZE: total,
-            DeviceInfo.GLOBAL_MEM_SIZE: total,
-            DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE: int(p.sharedMemPerBlock),
-            DeviceInfo.SINGLE_FP_CONFIG: full,
-            DeviceInfo.DOUBLE_FP_CONFIG: full,
-            DeviceInfo.HALF_FP_CONFIG: FpCapabilityFlag(0x5E),
-            DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_INT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_LONG: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_HALF: 1,
-        }
+        info = gpu_info(name=processor,  # as LLVM's AMDGPU plugin: the processor; the marketing name next
+                        product_name=str(p.name).strip() or processor, uid=_uid(p.uuid), vendor="AMD",
+                        vendor_id=0x1002, driver_version=self.plugin.version(), max_threads=max_threads,
+                        block=block, grid=grid, compute_units=int(p.multiProcessorCount), clock_khz=int(p.clockRate),
+                        memory_clock_khz=int(p.memoryClockRate), memory=total,
+                        local_memory=int(p.sharedMemPerBlock), half=True)
         self.details = [
             ("GCN Architecture", self.arch),
             ("Wavefront Size", str(int(p.warpSize))),
@@ -209,30 +175,20 @@ def _uid(uuid: Any) -> str:
     return "GPU-" + raw.hex()
 
 
-class AmdGpuPlugin(GenericPlugin):
+class AmdGpuPlugin(GpuPlugin):
     """AMD GPUs; present only when hip-python imports, ``libamdhip64`` loads and ``hipInit`` succeeds."""
 
     name = "amdgpu"
     backend = PlatformBackend.AMDGPU
     vendor_name = "Advanced Micro Devices, Inc."
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.driver: hd.Driver
-        self._version = "unknown"
+    device_class = AmdGpuDevice
+    no_device_message = "no AMD GPU is present"
 
     def _init_impl(self) -> int:
-        self.driver = hd.Driver(hd.load_driver())
+        # hip-python binds libamdhip64.so on the first call
+        self.start_driver(hd.Driver(hd.load_driver()), lambda: self.driver.module.hipInit(0), "hipInit",
+                          "the HIP runtime library (libamdhip64)")
         d = self.driver.module
-        try:
-            result = d.hipInit(0)
-        except (RuntimeError, OSError) as exc:  # hip-python binds libamdhip64.so on the first call
-            raise PluginUnavailable(f"the HIP runtime library (libamdhip64) could not be loaded: {exc}") from None
-        status = int(result[0])
-        if status == hd.NO_DEVICE:
-            raise PluginUnavailable("hipInit: no AMD GPU is present")
-        if status != hd.SUCCESS:
-            raise PluginUnavailable(f"hipInit failed: {self.driver.name(status)}")
         version = int(self.driver.check(d.hipDriverGetVersion(), "hipDriverGetVersion"))
         # HIP encodes versions as major * 10**7 + minor * 10**5 + patch.
         self._version = f"HIP {version // 10_000_000}.{version // 100_000 % 100}.{version % 100_000}"
@@ -243,9 +199,3 @@ class AmdGpuPlugin(GenericPlugin):
 
     def _create_device(self, device_id: int) -> GenericDevice:
         return AmdGpuDevice(self, device_id)
-
-    def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
-        return isinstance(src, AmdGpuDevice) and isinstance(dst, AmdGpuDevice)
-
-    def version(self) -> str:
-        return self._version

@@ -13,15 +13,14 @@ import threading
 from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError
-from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag, PlatformBackend
+from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
 from . import cuda_driver as cd
 from .cuda_images import compatible, image_kind
-from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, LaunchBuffers
+from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
 from .image import DeviceImage, GenericKernel
-from .interface import GenericDevice, GenericPlugin, PluginUnavailable
+from .interface import GenericDevice
 from .resources import AsyncInfo
 
-UINT32_MAX = 0xFFFFFFFF
 DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 JIT_LOG_SIZE = 16 * 1024
 
@@ -92,43 +91,11 @@ class CudaDevice(GpuDevice):
         grid = Dimensions(a("MAX_GRID_DIM_X"), a("MAX_GRID_DIM_Y"), a("MAX_GRID_DIM_Z"))
         max_threads = a("MAX_THREADS_PER_BLOCK")
         shared = max(a("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"), a("MAX_SHARED_MEMORY_PER_BLOCK"))
-        full = FpCapabilityFlag(0x7F)  # IEEE 754 with FMA: everything but SOFT_FLOAT
-        half = self.cc >= (5, 3)
-
-        def work(g: int, b: int) -> int:
-            return min(UINT32_MAX, g * b)
-
-        info: dict[DeviceInfo, Any] = {
-            DeviceInfo.TYPE: DeviceType.GPU,
-            DeviceInfo.NAME: name,
-            DeviceInfo.PRODUCT_NAME: name,
-            DeviceInfo.UID: uid,
-            DeviceInfo.VENDOR: "NVIDIA Corporation",
-            DeviceInfo.DRIVER_VERSION: version,
-            DeviceInfo.MAX_WORK_GROUP_SIZE: max_threads,
-            DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION: block,
-            DeviceInfo.MAX_WORK_SIZE: work(grid.x, max_threads),
-            DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION: Dimensions(work(grid.x, block.x), work(grid.y, block.y),
-                                                               work(grid.z, block.z)),
-            DeviceInfo.VENDOR_ID: 0x10DE,
-            DeviceInfo.NUM_COMPUTE_UNITS: a("MULTIPROCESSOR_COUNT"),
-            DeviceInfo.MAX_CLOCK_FREQUENCY: a("CLOCK_RATE") // 1000,
-            DeviceInfo.MEMORY_CLOCK_RATE: a("MEMORY_CLOCK_RATE") // 1000,
-            DeviceInfo.ADDRESS_BITS: 64,
-            DeviceInfo.MAX_MEM_ALLOC_SIZE: total,
-            DeviceInfo.GLOBAL_MEM_SIZE: total,
-            DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE: shared,
-            DeviceInfo.SINGLE_FP_CONFIG: full,
-            DeviceInfo.DOUBLE_FP_CONFIG: full,
-            DeviceInfo.HALF_FP_CONFIG: FpCapabilityFlag(0x5E) if half else FpCapabilityFlag(0),
-            DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_INT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_LONG: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE: 1,
-            DeviceInfo.NATIVE_VECTOR_WIDTH_HALF: 1 if half else 0,
-        }
+        info = gpu_info(name=name, product_name=name, uid=uid, vendor="NVIDIA Corporation", vendor_id=0x10DE,
+                        driver_version=version, max_threads=max_threads, block=block, grid=grid,
+                        compute_units=a("MULTIPROCESSOR_COUNT"), clock_khz=a("CLOCK_RATE"),
+                        memory_clock_khz=a("MEMORY_CLOCK_RATE"), memory=total, local_memory=shared,
+                        half=self.cc >= (5, 3))
         self.details = [
             ("Compute Capability", f"{self.cc[0]}.{self.cc[1]} (sm_{self.cc[0]}{self.cc[1]})"),
             ("Warp Size", str(a("WARP_SIZE"))),
@@ -226,39 +193,23 @@ class CudaDevice(GpuDevice):
         return self.d.CUhostFn(HOST_TRAMPOLINE_ADDRESS)
 
 
-class CudaPlugin(GenericPlugin):
+class CudaPlugin(GpuPlugin):
     """NVIDIA GPUs; present only when cuda-bindings imports and ``cuInit`` succeeds."""
 
     name = "cuda"
     backend = PlatformBackend.CUDA
     vendor_name = "NVIDIA Corporation"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.driver: cd.Driver
-        self._version = "unknown"
+    device_class = CudaDevice
+    no_device_message = "no CUDA-capable device is present"
 
     def _init_impl(self) -> int:
-        self.driver = cd.Driver(cd.load_driver())
+        # cuda.pathfinder finds libcuda on the first call
+        self.start_driver(cd.Driver(cd.load_driver()), lambda: self.driver.module.cuInit(0), "cuInit",
+                          "the NVIDIA driver library (libcuda)")
         d = self.driver.module
-        try:
-            result = d.cuInit(0)
-        except (RuntimeError, OSError) as exc:  # cuda.pathfinder cannot find libcuda
-            raise PluginUnavailable(f"the NVIDIA driver library (libcuda) could not be loaded: {exc}") from None
-        status = int(result[0])
-        if status == cd.NO_DEVICE:
-            raise PluginUnavailable("cuInit: no CUDA-capable device is present")
-        if status != cd.SUCCESS:
-            raise PluginUnavailable(f"cuInit failed: {self.driver.name(status)}")
         version = int(self.driver.check(d.cuDriverGetVersion(), "cuDriverGetVersion"))
         self._version = f"CUDA {version // 1000}.{version % 1000 // 10} (driver API {version})"
         return int(self.driver.check(d.cuDeviceGetCount(), "cuDeviceGetCount"))
 
     def _create_device(self, device_id: int) -> GenericDevice:
         return CudaDevice(self, device_id)
-
-    def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
-        return isinstance(src, CudaDevice) and isinstance(dst, CudaDevice)
-
-    def version(self) -> str:
-        return self._version

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import ErrorCode
 from .gpu import GpuDriver
 from .interface import PluginUnavailable
 
@@ -50,23 +49,15 @@ class Driver(GpuDriver):
     """The loaded ``cuda.bindings.driver`` module plus the status helpers that need it."""
 
     vendor = "CUDA"
-    error_groups = ((OUT_OF_MEMORY, ErrorCode.OUT_OF_RESOURCES), (BAD_IMAGE, ErrorCode.INVALID_BINARY),
-                    (NOT_SUPPORTED, ErrorCode.UNSUPPORTED), (NOT_FOUND, ErrorCode.NOT_FOUND),
-                    (INVALID_VALUE, ErrorCode.INVALID_ARGUMENT))
+    status_enum = "CUresult"
+    name_function = "cuGetErrorName"
+    explain_function = "cuGetErrorString"
+    out_of_memory = OUT_OF_MEMORY
+    bad_image = BAD_IMAGE
+    not_supported = NOT_SUPPORTED
+    not_found = NOT_FOUND
+    invalid_value = INVALID_VALUE
     sticky = STICKY
-
-    def _lookup_name(self, status: int) -> str:
-        mod = self.module
-        try:
-            enum = mod.CUresult(status)
-        except ValueError:
-            return f"CUresult {status}"
-        res, name = mod.cuGetErrorName(enum)
-        label = name.decode() if int(res) == SUCCESS and name else getattr(enum, "name", str(status))
-        res, text = mod.cuGetErrorString(enum)
-        if int(res) == SUCCESS and text:
-            label = f"{label} ({text.decode()})"
-        return label
 
 
 error_code = Driver.error_code

@@ -23,11 +23,13 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError
+from ..types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 from .image import DeviceImage, GenericKernel, GlobalVariable
-from .interface import Dim3, GenericDevice, GenericPlugin
+from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
 from .resources import AsyncInfo, GenericEvent, ResourcePool
 
 SUCCESS = 0
+NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE and hipErrorNoDevice
 NOT_READY = 600  # CUDA_ERROR_NOT_READY and hipErrorNotReady share the number
 PEER_ALREADY_ENABLED = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled
 
@@ -35,14 +37,22 @@ PEER_ALREADY_ENABLED = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPe
 class GpuDriver:
     """A loaded driver module, and the naming and mapping of its statuses to errors.
 
-    A vendor subclass says how its driver names a status (:meth:`_lookup_name`) and which
-    statuses mean what (:attr:`error_groups`, :attr:`sticky`).
+    A vendor subclass names its status enum and the two functions that describe a status, and
+    says which statuses mean what.
     """
 
     #: label used in messages ("CUDA", "HIP")
     vendor: ClassVar[str] = "GPU"
-    #: what a status means for offloadrt, first match wins
-    error_groups: ClassVar[tuple[tuple[frozenset[int], ErrorCode], ...]] = ()
+    #: the bindings' status enum and the functions giving a status's name and explanation
+    status_enum: ClassVar[str]
+    name_function: ClassVar[str]
+    explain_function: ClassVar[str]
+    #: statuses by what they mean for offloadrt
+    out_of_memory: ClassVar[frozenset[int]] = frozenset()
+    bad_image: ClassVar[frozenset[int]] = frozenset()
+    not_supported: ClassVar[frozenset[int]] = frozenset()
+    not_found: ClassVar[frozenset[int]] = frozenset()
+    invalid_value: ClassVar[frozenset[int]] = frozenset()
     #: faults that leave the device unusable until it is re-initialised
     sticky: ClassVar[frozenset[int]] = frozenset()
     unknown_status: ClassVar[int] = 999
@@ -51,18 +61,34 @@ class GpuDriver:
         self.module = module
         self.names: dict[int, str] = {}  # status -> "NAME (explanation)"; a benign race fills it twice
 
-    @abstractmethod
-    def _lookup_name(self, status: int) -> str:
-        """The driver's own name and explanation of ``status``."""
-
     @classmethod
     def error_code(cls, status: int) -> ErrorCode:
-        for statuses, code in cls.error_groups:
+        for statuses, code in ((cls.out_of_memory, ErrorCode.OUT_OF_RESOURCES),
+                               (cls.bad_image, ErrorCode.INVALID_BINARY),
+                               (cls.not_supported, ErrorCode.UNSUPPORTED),
+                               (cls.not_found, ErrorCode.NOT_FOUND),
+                               (cls.invalid_value, ErrorCode.INVALID_ARGUMENT)):
             if status in statuses:
                 return code
         if status == cls.unknown_status:
             return ErrorCode.UNKNOWN
         return ErrorCode.BACKEND_FAILURE
+
+    def _lookup_name(self, status: int) -> str:
+        """The driver's own name and explanation of ``status``."""
+        mod = self.module
+        try:
+            enum = getattr(mod, self.status_enum)(status)
+        except ValueError:
+            return f"{self.status_enum} {status}"
+        label = getattr(enum, "name", str(status))
+        res, name = getattr(mod, self.name_function)(enum)
+        if int(res) == SUCCESS and name:
+            label = _text(name)
+        res, text = getattr(mod, self.explain_function)(enum)
+        if int(res) == SUCCESS and text:
+            label = f"{label} ({_text(text)})"
+        return label
 
     def name(self, status: int) -> str:
         """The driver's name for a status and its explanation, e.g. ``hipErrorOutOfMemory (out of memory)``."""
@@ -91,6 +117,12 @@ class GpuDriver:
         if len(result) == 2:
             return result[1]
         return result[1:]
+
+
+def _text(value: object) -> str:
+    """A C string from the bindings (``bytes``, or hip-python's ``CStr``) as text."""
+    decode = getattr(value, "decode", None)
+    return decode(errors="replace") if callable(decode) else str(value)
 
 
 class GpuStream(AsyncInfo):
@@ -600,3 +632,80 @@ class GpuDevice(GenericDevice):
         assert isinstance(start, GpuEvent) and isinstance(end, GpuEvent)
         self.enter()
         return float(self.check(self.drv_event_elapsed(start.event, end.event), self.call_names["event_elapsed"]))
+
+
+_UINT32_MAX = 0xFFFFFFFF
+_FULL_FP = FpCapabilityFlag(0x7F)  # IEEE 754 with FMA: everything but SOFT_FLOAT
+_HALF_FP = FpCapabilityFlag(0x5E)
+
+
+def gpu_info(*, name: str, product_name: str, uid: str, vendor: str, vendor_id: int, driver_version: str,
+             max_threads: int, block: Dimensions, grid: Dimensions, compute_units: int, clock_khz: int,
+             memory_clock_khz: int, memory: int, local_memory: int, half: bool) -> dict[DeviceInfo, Any]:
+    """The device-info table of a GPU, from what its driver reports (clocks in kHz, as both drivers give them)."""
+
+    def work(groups: int, size: int) -> int:
+        return min(_UINT32_MAX, groups * size)
+
+    return {
+        DeviceInfo.TYPE: DeviceType.GPU,
+        DeviceInfo.NAME: name,
+        DeviceInfo.PRODUCT_NAME: product_name,
+        DeviceInfo.UID: uid,
+        DeviceInfo.VENDOR: vendor,
+        DeviceInfo.DRIVER_VERSION: driver_version,
+        DeviceInfo.MAX_WORK_GROUP_SIZE: max_threads,
+        DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION: block,
+        DeviceInfo.MAX_WORK_SIZE: work(grid.x, max_threads),
+        DeviceInfo.MAX_WORK_SIZE_PER_DIMENSION: Dimensions(work(grid.x, block.x), work(grid.y, block.y),
+                                                           work(grid.z, block.z)),
+        DeviceInfo.VENDOR_ID: vendor_id,
+        DeviceInfo.NUM_COMPUTE_UNITS: compute_units,
+        DeviceInfo.MAX_CLOCK_FREQUENCY: clock_khz // 1000,
+        DeviceInfo.MEMORY_CLOCK_RATE: memory_clock_khz // 1000,
+        DeviceInfo.ADDRESS_BITS: 64,
+        DeviceInfo.MAX_MEM_ALLOC_SIZE: memory,
+        DeviceInfo.GLOBAL_MEM_SIZE: memory,
+        DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE: local_memory,
+        DeviceInfo.SINGLE_FP_CONFIG: _FULL_FP,
+        DeviceInfo.DOUBLE_FP_CONFIG: _FULL_FP,
+        DeviceInfo.HALF_FP_CONFIG: _HALF_FP if half else FpCapabilityFlag(0),
+        DeviceInfo.NATIVE_VECTOR_WIDTH_CHAR: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_SHORT: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_INT: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_LONG: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_FLOAT: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_DOUBLE: 1,
+        DeviceInfo.NATIVE_VECTOR_WIDTH_HALF: 1 if half else 0,
+    }
+
+
+class GpuPlugin(GenericPlugin):
+    """A GPU backend: starts its driver, and lets its own devices exchange data directly."""
+
+    device_class: ClassVar[type[GpuDevice]]
+    no_device_message: ClassVar[str] = "no device is present"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.driver: GpuDriver
+        self._version = "unknown"
+
+    def start_driver(self, driver: GpuDriver, init: Callable[[], Any], init_call: str, library: str) -> None:
+        """Call the driver's init; a missing library, no device or a failure make the plugin unavailable."""
+        self.driver = driver
+        try:
+            result = init()
+        except (RuntimeError, OSError) as exc:  # the bindings load the driver library on the first call
+            raise PluginUnavailable(f"{library} could not be loaded: {exc}") from None
+        status = int(result[0])
+        if status == NO_DEVICE:
+            raise PluginUnavailable(f"{init_call}: {self.no_device_message}")
+        if status != SUCCESS:
+            raise PluginUnavailable(f"{init_call} failed: {driver.name(status)}")
+
+    def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
+        return isinstance(src, self.device_class) and isinstance(dst, self.device_class)
+
+    def version(self) -> str:
+        return self._version

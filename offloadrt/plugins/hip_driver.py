@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import ErrorCode
 from .gpu import GpuDriver
 from .interface import PluginUnavailable
 
@@ -51,31 +50,15 @@ class Driver(GpuDriver):
     """The loaded ``hip.hip`` module plus the status helpers that need it."""
 
     vendor = "HIP"
-    error_groups = ((OUT_OF_MEMORY, ErrorCode.OUT_OF_RESOURCES), (BAD_IMAGE, ErrorCode.INVALID_BINARY),
-                    (NOT_SUPPORTED, ErrorCode.UNSUPPORTED), (NOT_FOUND, ErrorCode.NOT_FOUND),
-                    (INVALID_VALUE, ErrorCode.INVALID_ARGUMENT))
+    status_enum = "hipError_t"
+    name_function = "hipGetErrorName"
+    explain_function = "hipGetErrorString"
+    out_of_memory = OUT_OF_MEMORY
+    bad_image = BAD_IMAGE
+    not_supported = NOT_SUPPORTED
+    not_found = NOT_FOUND
+    invalid_value = INVALID_VALUE
     sticky = STICKY
-
-    def _lookup_name(self, status: int) -> str:
-        mod = self.module
-        try:
-            enum = mod.hipError_t(status)
-        except ValueError:
-            return f"hipError_t {status}"
-        label = getattr(enum, "name", str(status))
-        res, name = mod.hipGetErrorName(enum)
-        if int(res) == SUCCESS and name:
-            label = _text(name)
-        res, text = mod.hipGetErrorString(enum)
-        if int(res) == SUCCESS and text:
-            label = f"{label} ({_text(text)})"
-        return label
-
-
-def _text(value: object) -> str:
-    """A C string from hip-python (``bytes`` or its ``CStr``) as text."""
-    decode = getattr(value, "decode", None)
-    return decode(errors="replace") if callable(decode) else str(value)
 
 
 error_code = Driver.error_code
