@@ -26,10 +26,10 @@ MACH_NAMES = {
     0x039: "gfx1033", 0x03a: "gfx602", 0x03b: "gfx705", 0x03c: "gfx805", 0x03d: "gfx1035", 0x03e: "gfx1034",
     0x03f: "gfx90a", 0x040: "gfx940", 0x041: "gfx1100", 0x042: "gfx1013", 0x043: "gfx1150", 0x044: "gfx1103",
     0x045: "gfx1036", 0x046: "gfx1101", 0x047: "gfx1102", 0x048: "gfx1200", 0x04a: "gfx1151", 0x04b: "gfx941",
-    0x04c: "gfx942", 0x04e: "gfx1201", 0x055: "gfx1152",
+    0x04c: "gfx942", 0x04e: "gfx1201", 0x04f: "gfx950", 0x055: "gfx1152", 0x058: "gfx1153",
 }
-# Generic processors (gfx9-generic, ...) run on a family of devices: the driver decides those.
-GENERIC_MACHS = frozenset({0x051, 0x052, 0x053, 0x054, 0x059})
+# Generic processors (gfx9-generic, ..., gfx9-4-generic) run on a family of devices: the driver decides those.
+GENERIC_MACHS = frozenset({0x051, 0x052, 0x053, 0x054, 0x059, 0x05f})
 
 Features = dict[str, bool | None]  # feature -> True (+), False (-), None (any / unspecified)
 
@@ -150,7 +150,13 @@ def compatible(image: bytes, device_arch: str) -> tuple[bool, str]:
 def bundle_target(triple: str) -> str | None:
     """The target ID of a bundle entry for AMD GPUs (``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-``
     gives ``gfx90a:xnack-``), ``None`` for other entries (the host's)."""
-    parts = triple.split("-")
+    parts = triple.split("-", 4)
     if len(parts) < 5 or parts[1:4] != ["amdgcn", "amd", "amdhsa"]:
         return None
-    return "-".join(parts[5:]) if len(parts) > 5 else parts[4]
+    # After the OS comes an environment field (empty in hipv4-amdgcn-amd-amdhsa--gfx90a), then the target
+    # ID, whose processor (gfx9-generic) and features (xnack-) may hold "-" too; old triples have no
+    # environment field (hip-amdgcn-amd-amdhsa-gfx906:xnack-).
+    environment, dash, target_id = parts[4].partition("-")
+    if dash and not environment.startswith("gfx") and ":" not in environment:
+        return target_id
+    return parts[4]
