@@ -43,6 +43,9 @@ class AmdGpuDevice(GpuDevice):
     thread_state: ClassVar[threading.local] = threading.local()  # .token: the device made current
     launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
                                                             hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)
+    # hipModuleLaunchKernel refuses a block larger than the kernel's launch bounds with status 719
+    # (hd.LAUNCH_FAILURE), which a sync reports for a faulted kernel: here a wrong launch, not a fault.
+    launch_refusals: ClassVar[frozenset[int]] = frozenset({hd.LAUNCH_FAILURE})
 
     def __init__(self, plugin: AmdGpuPlugin, device_id: int):
         super().__init__(plugin, device_id, plugin.driver)
@@ -113,12 +116,19 @@ class AmdGpuDevice(GpuDevice):
         return value - (1 << 32) if width == 4 and value >= 1 << 31 else value
 
     def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
-        """As LLVM's AMDGPU plugin: a fill on an idle queue is finished when the call returns."""
-        idle = queue is not None and not self._has_pending_work_impl(queue)
+        """As LLVM's AMDGPU plugin: a fill on an idle queue is finished when the call returns.
+
+        Asking HIP whether the queue is idle may report a fault of earlier work, once: the
+        queue fails with it (as any query does) instead of losing it.
+        """
+        self.enter()
+        idle = queue is not None and not self.has_pending_work(queue)
+        if queue is not None and queue.failure is not None:
+            raise queue.failure.queue_error()
         super()._data_fill_impl(ptr, pattern, size, queue)
         if idle:
             assert queue is not None
-            self._synchronize_impl(queue)
+            self.synchronize(queue, release=False)
 
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:

@@ -239,6 +239,9 @@ class GpuDevice(GenericDevice):
     label: ClassVar[str] = "GPU"
     #: dynamic shared memory a kernel may use before it must opt in to more (no limit: never)
     default_shared_limit: ClassVar[int] = 1 << 62
+    #: statuses with which the launch call itself refuses a launch: nothing ran, nothing is poisoned
+    #: (even where the same status reported by a sync is a sticky fault)
+    launch_refusals: ClassVar[frozenset[int]] = frozenset()
     #: the thread's current device token, per vendor (the driver's current context or device)
     thread_state: ClassVar[threading.local]
     launch_buffers: ClassVar[LaunchBuffers]
@@ -479,18 +482,25 @@ class GpuDevice(GenericDevice):
             result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
                                      queue.stream, None, extra)  # type: ignore[attr-defined]
             if result[0]:
-                raise self.failure(int(result[0]), f"{self.call_names['launch']}({kernel.name!r})")
+                raise self._launch_failure(int(result[0]), kernel)
             return
         try:
             with self.queue_or_temporary(None) as temporary:
                 result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
                                          temporary.stream, None, extra)  # type: ignore[attr-defined]
                 if result[0]:
-                    raise self.failure(int(result[0]), f"{self.call_names['launch']}({kernel.name!r})")
+                    raise self._launch_failure(int(result[0]), kernel)
         except OffloadError as exc:
             if self.call_names["launch"] not in exc.details:
                 exc.details += f" (running kernel {kernel.name!r})"
             raise
+
+    def _launch_failure(self, status: int, kernel: GpuKernel) -> OffloadError:
+        """The error of a launch call that failed; a refusal (:attr:`launch_refusals`) poisons nothing."""
+        call = f"{self.call_names['launch']}({kernel.name!r})"
+        if status in self.launch_refusals:
+            return self.driver.error(status, call)
+        return self.failure(status, call)
 
     # ---- queues ----------------------------------------------------------------------------
     def init_async_info(self) -> AsyncInfo:

@@ -17,6 +17,7 @@ SUCCESS = 0
 NOT_READY = 600  # hipErrorNotReady
 NO_DEVICE = 100  # hipErrorNoDevice
 INSUFFICIENT_DRIVER = 35  # hipErrorInsufficientDriver
+LAUNCH_FAILURE = 719  # hipErrorLaunchFailure
 
 # hipError_t values grouped by what they mean for offloadrt.
 OUT_OF_MEMORY = frozenset({2})  # hipErrorOutOfMemory
