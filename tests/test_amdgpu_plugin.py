@@ -1477,8 +1477,7 @@ def test_a_failing_hip_call_raises_its_mapped_error_and_leaves_the_runtime_usabl
     action = _failures(rt)[call]
     standin.inject(call, status)
     err = expect(code, action)
-    named = "enabling peer access" if call == "hipDeviceEnablePeerAccess" else call  # gpu.py names no call there
-    assert named in err.details and f"{status.name} (" in err.details, err
+    assert call in err.details and f"{status.name} (" in err.details, err
     assert REINIT not in err.details
     action()  # the next call works: the failure was not sticky
     with warnings.catch_warnings():

@@ -40,6 +40,7 @@ class AmdGpuDevice(GpuDevice):
         "event_query": "hipEventQuery", "event_elapsed": "hipEventElapsedTime",
     }
     label = "AMDGPU"
+    peer_enable_call = "hipDeviceEnablePeerAccess"
     thread_state: ClassVar[threading.local] = threading.local()  # .token: the device made current
     launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
                                                             hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)

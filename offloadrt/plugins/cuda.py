@@ -46,6 +46,7 @@ class CudaDevice(GpuDevice):
     launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(cd.CU_LAUNCH_PARAM_BUFFER_POINTER,
                                                             cd.CU_LAUNCH_PARAM_BUFFER_SIZE, cd.CU_LAUNCH_PARAM_END)
     peer_limit_statuses = (711,)  # CUDA_ERROR_TOO_MANY_PEERS
+    peer_enable_call = "cuCtxEnablePeerAccess"
 
     def __init__(self, plugin: CudaPlugin, device_id: int):
         super().__init__(plugin, device_id, plugin.driver)

@@ -398,10 +398,12 @@ class GpuDevice(GenericDevice):
                 # Already enabled, or the hardware's peer limit: both leave copies working.
                 enabled = status in (SUCCESS, PEER_ALREADY_ENABLED)
                 if status not in (SUCCESS, PEER_ALREADY_ENABLED, *self.peer_limit_statuses):
-                    raise self.failure(status, "enabling peer access")
+                    raise self.failure(status, self.peer_enable_call)
             self.peers[peer.device_id] = enabled
 
     peer_limit_statuses: ClassVar[tuple[int, ...]] = ()
+    #: the driver call behind _enable_peer_access, for error messages
+    peer_enable_call: ClassVar[str] = "enabling peer access"
 
     @abstractmethod
     def _can_access_peer(self, peer: GpuDevice) -> bool: ...

@@ -76,7 +76,8 @@ class HipDevice(SimulatedDevice):
             "ClockInstructionRate": spec.clock_rate, "MemoryClockRate": spec.memory_clock_rate,
             "MemoryBusWidth": spec.memory_bus_width, "L2CacheSize": spec.l2_cache_size,
             "ComputeCapabilityMajor": self.major, "ComputeCapabilityMinor": self.minor,
-            "PciBusId": 0x03 + 0x80 * ordinal, "PciDeviceId": 0x740F, "PciDomainId": 0, "ManagedMemory": 1,
+            "PciBusId": 0x03 + 0x80 * ordinal, "PciDeviceId": 0,  # the slot on the bus, as in "0000:03:00.0"
+            "PciDomainId": 0, "ManagedMemory": 1,
             "ConcurrentManagedAccess": 1, "ConcurrentKernels": 1, "CanMapHostMemory": 1,
             "MaxThreadsPerMultiProcessor": 2048, "MaxBlocksPerMultiProcessor": 32, "MaxRegistersPerBlock": 65536,
             "MaxRegistersPerMultiprocessor": 65536, "TotalConstantMemory": 2**31 - 1, "MaxPitch": 2**31 - 1,
