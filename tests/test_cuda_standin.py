@@ -440,6 +440,20 @@ def test_events_query_sync_and_time(driver: Any, ctx: Any) -> None:
     assert code(driver.cuEventQuery(untimed)) == "CUDA_ERROR_INVALID_HANDLE"
 
 
+def test_back_to_back_records_share_a_timestamp(driver: Any, ctx: Any) -> None:
+    """A record does no work: it is reached when the work before it completed, so two records
+    with nothing between them read the same time, whatever the stream thread's own delays."""
+    stream = ok(driver.cuStreamCreate(1))
+    first, second = ok(driver.cuEventCreate(0)), ok(driver.cuEventCreate(0))
+    gate = Gate()
+    gate.launch(driver, stream)
+    ok(driver.cuEventRecord(first, stream))
+    ok(driver.cuEventRecord(second, stream))
+    gate.opened.set()
+    ok(driver.cuEventSynchronize(second))
+    assert ok(driver.cuEventElapsedTime(first, second)) == 0.0
+
+
 def test_stream_waits_for_an_event_across_streams_and_devices(driver: Any) -> None:
     retain(driver, 0)
     producer = ok(driver.cuStreamCreate(1))

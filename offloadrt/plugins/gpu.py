@@ -26,7 +26,7 @@ from ..errors import ErrorCode, OffloadError
 from ..types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
-from .resources import AsyncInfo, GenericEvent, ResourcePool
+from .resources import AsyncInfo, GenericEvent, QueueFailure, ResourcePool
 
 SUCCESS = 0
 NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE and hipErrorNoDevice
@@ -126,25 +126,75 @@ def _text(value: object) -> str:
 
 
 class GpuStream(AsyncInfo):
-    """A stream, and the events of other devices it was told to wait for since its last sync."""
+    """A stream, and where in its order it failed.
 
-    __slots__ = ("stream", "waited")
+    The driver cannot skip a stream's work, so the failures offloadrt sees on the host side (a
+    host function that raised, a wait on an event of a failed queue) are placed in the stream's
+    order: host functions and waits are numbered as they are submitted (``submitted``), an event
+    remembers how many came before it (:attr:`GpuEvent.position`) and the failure where it
+    happened (``failed_at``). An event at or behind ``failed_at`` fails with the queue. ``waits``
+    are the (position, event) waits whose outcome is not settled yet.
+    """
+
+    __slots__ = ("stream", "waits", "submitted", "failed_at", "lock")
 
     def __init__(self, device: GpuDevice, stream: Any):
         super().__init__(device)
         self.stream = stream
-        self.waited: list[GpuEvent] = []
+        self.waits: list[tuple[int, GpuEvent]] = []
+        self.submitted = 0
+        self.failed_at = 0
+        # Guards waits, submitted and failed_at (set together with failure); never held over a
+        # driver call, so a host function running on the driver's thread can always take it.
+        self.lock = threading.Lock()
+
+    def next_position(self) -> int:
+        """The position of a host function or wait being submitted now."""
+        with self.lock:
+            self.submitted += 1
+            return self.submitted
+
+    def fail(self, error: OffloadError, at: int | None = None) -> QueueFailure:
+        """Fail at position ``at`` (None: now, behind everything submitted so far), unless failed already."""
+        with self.lock:
+            if self.failure is None:
+                self.failed_at = self._place(at)
+                self.failure = QueueFailure(error, self.owner)
+            return self.failure
+
+    def adopt(self, failure: QueueFailure, at: int | None = None) -> None:
+        with self.lock:
+            if self.failure is None:
+                self.failed_at = self._place(at)
+                self.failure = failure
+
+    def _place(self, at: int | None) -> int:
+        if at is None:
+            self.submitted += 1
+            return self.submitted
+        return at
+
+    def move_failure_to(self, position: int) -> None:
+        """The failure happened at ``position`` at the latest (a host function adopted it)."""
+        with self.lock:
+            self.failed_at = min(self.failed_at, position)
+
+    def failed_before(self, position: int) -> QueueFailure | None:
+        """The failure, if it happened at or before ``position``."""
+        failure = self.failure  # set after failed_at: a failure read here has its place
+        return failure if failure is not None and self.failed_at <= position else None
 
 
 class GpuEvent(GenericEvent):
-    """A driver event and the queue it was last recorded on."""
+    """A driver event, the queue it was recorded on and its position there (see :class:`GpuStream`)."""
 
-    __slots__ = ("event", "queue")
+    __slots__ = ("event", "queue", "position")
 
     def __init__(self, device: GpuDevice, event: Any):
         super().__init__(device)
         self.event = event
-        self.queue: AsyncInfo | None = None
+        self.queue: GpuStream | None = None
+        self.position = 0
 
 
 class GpuImage(DeviceImage):
@@ -171,7 +221,7 @@ class GpuKernel(GenericKernel):
 # their calls, so a thread waiting in a stream synchronise never blocks a host function.
 
 _HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-host_calls: dict[int, tuple[Callable[[Any], object], Any, AsyncInfo]] = {}
+host_calls: dict[int, tuple[Callable[[Any], object], Any, GpuStream, int]] = {}
 _host_keys = itertools.count(1)
 
 
@@ -179,7 +229,10 @@ def _run_host_call(key: int | None) -> None:
     entry = host_calls.pop(key or 0, None)
     if entry is None:
         return
-    callback, user_data, queue = entry
+    callback, user_data, queue, position = entry
+    device = queue.device
+    assert isinstance(device, GpuDevice)
+    device._settle_waits(queue, upto=position, query=False)  # no driver call may be made from here
     if queue.failure is not None:
         return  # the queue failed before this point: later host work does not run
     try:
@@ -187,7 +240,10 @@ def _run_host_call(key: int | None) -> None:
     except BaseException as exc:  # noqa: BLE001  # the queue fails; the driver thread goes on
         err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
         err.__cause__ = exc
-        queue.fail(err)
+        queue.fail(err, at=position)
+    else:
+        if queue.failure is not None:  # adopted by the callback (a wait on another backend's event)
+            queue.move_failure_to(position)
 
 
 _HOST_TRAMPOLINE = _HOST_FN_TYPE(_run_host_call)
@@ -538,25 +594,47 @@ class GpuDevice(GenericDevice):
         self._settle_waits(queue)
         return True
 
-    def _settle_waits(self, queue: GpuStream) -> None:
-        """Once a stream drained: fail it if a queue of another device it waited on failed.
+    def _settle_waits(self, queue: GpuStream, upto: int | None = None, query: bool = True) -> None:
+        """Fail ``queue`` at the first of its waits (up to position ``upto``; None: all, once it
+        drained) whose event's queue had failed before reaching the event.
 
-        A fault on another GPU does not stop this stream, so the failure spreads here, when the
-        waiting queue is next synced or queried.
+        The driver ends a wait when the event completes, failed queue or not, so the failure
+        spreads here: when a host function behind the wait runs, and when the waiting queue is
+        next synced or queried. ``query``: ask the event's device about faults there (not
+        from a host function, which must not call the driver).
         """
-        waited, queue.waited = queue.waited, []
-        for event in waited:
-            source = event.queue
+        with queue.lock:
+            if upto is None:
+                due, queue.waits = queue.waits, []
+            else:
+                due = [wait for wait in queue.waits if wait[0] <= upto]
+                if due:
+                    queue.waits = [wait for wait in queue.waits if wait[0] > upto]
+        for position, event in sorted(due, key=lambda wait: wait[0]):
             source_device = event.device
             assert isinstance(source_device, GpuDevice)
-            if source is None:
-                continue
-            if source.failure is None:
-                # Ask the event's own device: a fault there shows up as an error of the event.
-                source_device._is_event_complete_impl(event)
-            if source.failure is not None:
-                queue.adopt(source.failure)
+            failure = source_device._failure_before(event, query)
+            if failure is not None:
+                queue.adopt(failure, at=position)
                 return
+
+    def _failure_before(self, event: GpuEvent, query: bool) -> QueueFailure | None:
+        """The failure of the (completed) event's queue at or before the event, if any; sets ``event.failure``."""
+        if event.failure is None:
+            if query:
+                self._is_event_complete_impl(event)  # a fault on the device shows up as an error of the event
+            else:
+                self._fail_if_behind_failure(event, query=False)
+        return event.failure
+
+    def _fail_if_behind_failure(self, event: GpuEvent, query: bool) -> None:
+        """A completed event fails if its queue failed at or before it (waits before it included)."""
+        source = event.queue
+        if source is None:
+            return
+        self._settle_waits(source, upto=event.position, query=query)
+        if event.failure is None:
+            event.failure = source.failed_before(event.position)
 
     def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
         return not self._query_impl(queue)
@@ -566,7 +644,7 @@ class GpuDevice(GenericDevice):
         assert isinstance(queue, GpuStream)
         self.enter()
         key = next(_host_keys)
-        host_calls[key] = (callback, user_data, queue)
+        host_calls[key] = (callback, user_data, queue, queue.next_position())
         result = self.drv_host_func(queue.stream, self._host_function_argument(), key)
         if int(result[0]) != SUCCESS:
             host_calls.pop(key, None)
@@ -588,6 +666,7 @@ class GpuDevice(GenericDevice):
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
         self.enter()
+        event.position = queue.submitted
         self.check(self.drv_event_record(event.event, queue.stream), self.call_names["event_record"])
         event.queue = queue
 
@@ -596,15 +675,19 @@ class GpuDevice(GenericDevice):
         source = event.queue
         source_device = event.device
         assert isinstance(source_device, GpuDevice)
-        if source is not None and source.failure is None and source_device.sticky is not None:
-            source.fail(source_device.sticky)
-        if source is not None and source.failure is not None:
-            queue.adopt(source.failure)
+        if source is not None and event.failure is None:
+            if source_device.sticky is not None:  # a poisoned device fails every queue, and so every event
+                event.failure = source.fail(source_device.sticky)
+            else:
+                event.failure = source.failed_before(event.position)
+        if event.failure is not None:
+            queue.adopt(event.failure)
             return
         self.enter()
+        position = queue.next_position()
         self.check(self.drv_stream_wait_event(queue.stream, event.event, 0), self.call_names["stream_wait_event"])
-        if source_device is not self:
-            queue.waited.append(event)
+        with queue.lock:
+            queue.waits.append((position, event))
 
     def _sync_event_impl(self, event: GenericEvent) -> None:
         assert isinstance(event, GpuEvent)
@@ -615,6 +698,8 @@ class GpuDevice(GenericDevice):
         status = int(self.drv_event_sync(event.event)[0])
         if status != SUCCESS:
             self._event_failed(event, self.failure(status, self.call_names["event_sync"]))
+        else:
+            self._fail_if_behind_failure(event, query=True)
 
     def _event_failed(self, event: GpuEvent, error: OffloadError) -> None:
         """The event's queue failed before reaching it: both carry that failure."""
@@ -634,6 +719,8 @@ class GpuDevice(GenericDevice):
             return False
         if status != SUCCESS:
             self._event_failed(event, self.failure(status, self.call_names["event_query"]))
+        else:
+            self._fail_if_behind_failure(event, query=True)
         return True
 
     def _destroy_event_impl(self, event: GenericEvent) -> None:

@@ -3,6 +3,9 @@
 Upstream (``offload/unittests/OffloadAPI/common``) runs each device test once per device;
 here the fixtures are parametrized over every device offloadrt finds, the host included.
 ``--platform NAME`` or ``OFFLOAD_UNITTEST_PLATFORM=NAME`` (which wins) keeps one platform.
+``--standin hip|cuda`` or ``OFFLOAD_CONFORMANCE_STANDIN=hip|cuda`` (which wins) runs the suite on
+a driver stand-in (tests/hip_standin or tests/cuda_standin, two simulated GPUs, installed before
+the first ``olInit``), whose kernels are the Python test doubles of ``standin_kernels.py``.
 
 Each test runs inside its own ``olInit``/``olShutDown`` (upstream inits once per binary; a
 per-test init keeps the rest of the suite, which checks ``UNINITIALIZED``, independent).
@@ -13,6 +16,7 @@ sources, which HIP accepts, built with hiprtc from ``hip-python``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -29,12 +33,41 @@ import pytest
 import offloadrt
 from offloadrt import DeviceInfo, ErrorCode, OffloadError, PlatformBackend, PlatformInfo, SymbolKind, api
 
+from . import standin_kernels
+
 DEVICE_CODE = Path(__file__).parent / "device_code"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--platform", default=None,
                      help="run the conformance suite on this platform only (its PlatformInfo.NAME, e.g. host, cuda)")
+    parser.addoption("--standin", default=None, choices=sorted(standin_kernels.BACKENDS),
+                     help="run the conformance suite on a driver stand-in (test double) instead of a GPU: hip "
+                          "(tests/hip_standin, AMDGPU platform) or cuda (tests/cuda_standin, CUDA platform)")
+
+
+# The stand-in this session runs on ("hip", "cuda"), if any, and what uninstalls it.
+_standin: str | None = None
+_standin_session = contextlib.ExitStack()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Install the chosen stand-in for the whole session, before collection's first olInit."""
+    global _standin
+    name = os.environ.get("OFFLOAD_CONFORMANCE_STANDIN") or config.getoption("--standin", None)
+    if not name:
+        return
+    if name not in standin_kernels.BACKENDS:
+        raise pytest.UsageError(f"OFFLOAD_CONFORMANCE_STANDIN must be one of {sorted(standin_kernels.BACKENDS)}, "
+                                f"not {name!r}")
+    _standin_session.enter_context(standin_kernels.installed(name))
+    _standin = name
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _standin
+    _standin = None
+    _standin_session.close()
 
 
 @dataclass(frozen=True)
@@ -192,6 +225,15 @@ def _build_amdgpu(name: str, device: api.Device) -> bytes:
         hiprtc.hiprtcDestroyProgram(prog.createRef())  # the C call takes a pointer to the program
 
 
+def _build_for_standin(name: str, device: api.Device) -> bytes:
+    """``name``'s kernels as an image the session's stand-in loads, with Python bodies in place of code."""
+    assert _standin is not None
+    if name not in standin_kernels.SOURCES:
+        pytest.skip(f"no GPU version of device binary '{name}' (see tests/conformance/README.md)")
+    arch = getattr(device._gdev, "arch", "")  # type: ignore[attr-defined]  # AMDGPU: gcnArchName
+    return standin_kernels.image(_standin, name, arch)
+
+
 @pytest.fixture(scope="session")
 def device_code_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("device_code")
@@ -205,6 +247,8 @@ def load_device_binary(device_code_dir: Path) -> Callable[[str, api.Device], byt
         backend = backend_of(device)
         if backend == PlatformBackend.HOST:
             return _build_host(name, device_code_dir)
+        if _standin is not None and backend == standin_kernels.BACKENDS[_standin]:
+            return _build_for_standin(name, device)
         if backend == PlatformBackend.CUDA:
             return _build_cuda(name, device)
         if backend == PlatformBackend.AMDGPU:

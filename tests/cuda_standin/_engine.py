@@ -10,7 +10,9 @@ host, and the HIP runtime's where the two agree (tests/hip_standin builds on it:
   order; the legacy default stream (handle 0) runs them in the calling thread, after the blocking
   streams of the context have drained;
 - a kernel fault is reported asynchronously; a sticky one poisons the whole context: its streams
-  skip all later work (host functions included) and every later call on it returns the fault.
+  skip all later work (host functions included) and every later call on it returns the fault;
+- an event's timestamp is when the stream reached the record: when the work before it completed,
+  or when it was submitted to an idle stream (a record does no work of its own).
 
 Locking: one lock per :class:`State` (``State.lock``, with the condition ``State.cv``) guards
 every table of the state and every mutable field of its contexts, streams, events and
@@ -207,6 +209,7 @@ class Op:
     event: Event | None = None
     seq: int = 0
     keep: Any = None  # objects the operation reads later (a caller's buffer)
+    enqueued: float = field(default_factory=time.perf_counter)  # when the caller submitted it
 
 
 class Stream:
@@ -219,6 +222,7 @@ class Stream:
         self.destroyed = False
         self.stop = False
         self.async_error: int | None = None
+        self.last_done = 0.0  # perf_counter() when its latest operation completed
         self.thread = threading.Thread(target=_worker, args=(state, self), daemon=True,
                                        name=f"{state.label}-stream-{self.handle:#x}")
 
@@ -374,9 +378,15 @@ class State:
     def finish_locked(self, stream: Stream | None, ctx: Context, op: Op, code: int | None) -> None:
         if op.kind == "record" and op.event is not None:
             event = op.event
+            # A record does no work: a GPU reaches it as soon as the work before it completed, or
+            # when it is submitted to an idle stream, so back-to-back records share a timestamp
+            # (never the worker thread's own scheduling delay).
+            reached = time.perf_counter() if stream is None else max(op.enqueued, stream.last_done)
+            if stream is not None:
+                stream.last_done = reached
             if op.seq >= event.done:
                 event.done = op.seq
-                event.time = time.perf_counter()
+                event.time = reached
         if code is not None:
             if code in self.sticky:
                 ctx.sticky = ctx.sticky or code
@@ -421,7 +431,10 @@ def _worker(state: State, stream: Stream) -> None:
                 cv.wait_for(lambda: _reached(op) or stream.stop or ctx.sticky is not None)  # noqa: B023
         elif op.run is not None and not skip:
             code = state.run_op(op)
+        finished = time.perf_counter()
         with cv:
+            if op.kind != "record":
+                stream.last_done = finished
             state.finish_locked(stream, ctx, op, code)
             stream.ops.popleft()
             state.flush_graveyard_locked()
