@@ -61,10 +61,18 @@ def bundle(*targets: str) -> bytes:
 
 
 def generic_code_object() -> bytes:
-    """A code object for ``gfx9-generic`` (EF_AMDGPU_MACH 0x51): the plugin leaves such a
-    processor to the driver, and the stand-in (which knows no generic processor) refuses it."""
+    """A code object for ``gfx9-generic`` (EF_AMDGPU_MACH 0x51), which runs on gfx900..gfx90c but
+    not on the default gfx90a device."""
     image = bytearray(code_object())
     image[48] = 0x51  # the low byte of e_flags
+    return bytes(image)
+
+
+def newer_code_object() -> bytes:
+    """A code object for a processor newer than offloadrt's table (EF_AMDGPU_MACH 0x49, gfx1250 in
+    later LLVMs): the plugin leaves it to the driver, and the stand-in refuses it."""
+    image = bytearray(code_object())
+    image[48] = 0x49
     return bytes(image)
 
 

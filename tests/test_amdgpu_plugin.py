@@ -46,6 +46,7 @@ from amdgpu_fixtures import (
     faulting_kernel,
     generic_code_object,
     hipError_t,
+    newer_code_object,
     plugin_hip_calls,
     program,
     representative_workload,
@@ -79,7 +80,7 @@ from offloadrt.__main__ import main as offloadrt_main
 from offloadrt.api import _state
 from offloadrt.errors import OffloadWarning
 
-REINIT = "re-initialised"  # what every error of a poisoned device says
+REINIT = "sticky"  # what every error of a poisoned device says
 E = hipError_t
 
 
@@ -139,7 +140,7 @@ def test_without_hip_python_the_platform_has_no_devices_and_a_reason(monkeypatch
     ({"devices": 0}, None, "hipInit: no AMD GPU is present"),
     ({"init_error": E.hipErrorUnknown}, None, "hipInit failed: hipErrorUnknown (unknown error)"),
     ({"init_error": E.hipErrorInsufficientDriver}, None, "hipInit failed: hipErrorInsufficientDriver"),
-    ({}, "hipGetDeviceCount", "no devices found"),
+    ({}, "hipGetDeviceCount", "hipGetDeviceCount: no AMD GPU is present"),
 ], ids=["library-missing", "no-device-error", "zero-devices", "hipinit-fails", "insufficient-driver",
         "device-count-no-device"])
 def test_a_runtime_that_cannot_start_gives_zero_devices_and_a_reason(
@@ -356,14 +357,39 @@ def test_threads_using_both_devices_at_once_each_select_their_device(rt: Runtime
 
 def test_a_thread_selects_a_device_once_until_it_switches(rt: Runtime) -> None:
     gpu0, gpu1 = rt.gpus
+    buffers = {gpu: api.olMemAlloc(gpu, AllocType.DEVICE, 8) for gpu in (gpu0, gpu1)}
+    _keep, source = host_buffer(8)
+    for gpu, buffer in buffers.items():  # the copies' temporary streams now exist in each pool
+        api.olMemcpy(None, buffer, gpu, source, rt.host, 8)
+    order = (gpu0, gpu0, gpu1, gpu1, gpu1, gpu0)
 
-    def alternate() -> list[int]:
+    def alternate(place: bool) -> list[int]:
         before = len(calls_of("hipSetDevice"))
-        for device in (gpu0, gpu0, gpu1, gpu1, gpu1, gpu0):
-            api.olMemFree(api.olMemAlloc(device, AllocType.DEVICE, 8))
+        for device in order:
+            if place:
+                api.olMemFree(api.olMemAlloc(device, AllocType.DEVICE, 8))
+            else:
+                api.olMemcpy(None, buffers[device], device, source, rt.host, 8)
         return [int(args[0]) for args in calls_of("hipSetDevice")[before:]]
 
-    assert in_new_thread(alternate) == [0, 1, 0]
+    # Stream work selects a device only when the thread switches to it...
+    assert in_new_thread(alternate, False) == [0, 1, 0]
+    # ...but whatever HIP places on the current device selects it every time, so that other code
+    # calling hipSetDevice on the same thread cannot misplace an allocation.
+    assert in_new_thread(alternate, True) == [0, 0, 1, 1, 1, 0]
+    for buffer in buffers.values():
+        api.olMemFree(buffer)
+
+
+def test_an_allocation_lands_on_its_device_after_foreign_code_switched_devices(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    api.olMemFree(api.olMemAlloc(gpu0, AllocType.DEVICE, 8))  # this thread has gpu0 cached
+    standin.hip.hipSetDevice(1)  # another library switches this thread's device behind offloadrt's back
+    ptr = api.olMemAlloc(gpu0, AllocType.DEVICE, 64)
+    assert [int(a) for a in calls_of("hipSetDevice")[-1]] == [0]
+    owner = standin.state().find_locked(ptr, 1)
+    assert owner is not None and owner.device.ordinal == 0
+    api.olMemFree(ptr)
 
 
 def test_queues_and_programs_made_on_one_thread_work_from_another(rt: Runtime) -> None:
@@ -649,6 +675,78 @@ def test_fill_writes_the_pattern_exactly(rt: Runtime, width: int) -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_fills_work_on_a_runtime_without_the_2d_memsets(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hipMemsetD2D*Async exist from ROCm 7.1 on; before that hip-python fails to find them with a
+    RuntimeError. Odd-width fills then write the pattern once with 1-byte memsets and double it with
+    device-to-device copies, and stop trying the 2-D memsets."""
+    gpu = rt.gpus[0]
+    device = amd_device(gpu)
+    tried: list[str] = []
+
+    def missing(name: str) -> Callable[..., Any]:
+        def call(*_: Any) -> Any:
+            tried.append(name)
+            raise RuntimeError(f"failed to dlsym '{name}': undefined symbol")  # as hip-python words it
+        return call
+
+    for lane in (8, 16, 32):
+        monkeypatch.setattr(device, f"drv_memset2d{lane}", missing(f"hipMemsetD2D{lane}Async"))
+    queue = api.olCreateQueue(gpu)
+    size = 700
+    for width, offset, use_queue in ((3, 0, False), (8, 1, True), (16, 4, False), (5, 3, True), (2, 1, False)):
+        pattern = bytes((0x11 * (i + 1) + width) % 256 for i in range(width))
+        copies = (size - 32) // width
+        pointer = api.olMemAlloc(gpu, AllocType.DEVICE, size)
+        standin.write(pointer, b"\xee" * size)
+        api.olMemFill(queue if use_queue else None, pointer + 16 + offset, pattern, width * copies)
+        if use_queue:
+            api.olSyncQueue(queue)
+        expected = b"\xee" * (16 + offset) + pattern * copies
+        assert standin.read(pointer, size) == expected + b"\xee" * (size - len(expected)), (width, offset)
+        api.olMemFree(pointer)
+    assert len(tried) == 1 and device.strided_memset is False  # found missing once, never tried again
+    assert count("hipMemcpyDtoDAsync") > 0
+    api.olDestroyQueue(queue)
+
+
+def test_devices_block_rather_than_spin_while_synchronising(rt: Runtime) -> None:
+    assert {device.schedule_flags for device in standin.state().devices} == {
+        standin.hip.hipDeviceScheduleBlockingSync}
+
+
+def test_a_device_already_in_use_keeps_its_flags_and_still_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    standin.install(monkeypatch, devices=1)
+    standin.inject("hipSetDeviceFlags", E.hipErrorSetOnActiveProcess)
+    try:
+        api.olInit(platforms=[PlatformBackend.AMDGPU])
+        try:
+            assert len(Runtime().gpus) == 1
+        finally:
+            api.olShutDown()
+    finally:
+        standin.shutdown()
+
+
+def test_a_hip_runtime_too_old_for_the_bindings_leaves_the_platform_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hip-python 10 binds hipGetDeviceProperties to its ROCm 6.0 variant; an older libamdhip64
+    lacks it, and the bindings raise RuntimeError: no exception may escape olInit."""
+    module = standin.install(monkeypatch, devices=1)
+
+    def old_runtime(_device: Any) -> Any:
+        raise RuntimeError("failed to dlsym 'hipGetDevicePropertiesR0600': undefined symbol")
+
+    monkeypatch.setattr(module, "hipGetDeviceProperties", old_runtime)
+    try:
+        with pytest.warns(Warning, match="ROCm 6.0"):
+            api.olInit(platforms=[PlatformBackend.AMDGPU])
+        try:
+            assert Runtime().gpus == []
+        finally:
+            api.olShutDown()
+    finally:
+        standin.shutdown()
+
+
 @pytest.mark.parametrize("value", [0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0xDEADBEEF, 0x00000001])
 def test_four_byte_fills_pass_the_bits_as_hips_signed_int(rt: Runtime, value: int) -> None:
     """hipMemsetD32Async takes a C int: values of 2**31 and more go in as the same 32 bits, negative."""
@@ -822,7 +920,8 @@ def test_is_valid_binary_answers_without_loading(monkeypatch: pytest.MonkeyPatch
             (mi210, bundle("gfx90a:xnack-", "gfx90a:xnack+"), True),
             (xnack_on, bundle("gfx90a:xnack-", "gfx90a:xnack+"), True),
             (navi, bundle("gfx90a:xnack-", "gfx90a:xnack+"), False), (navi, bundle("gfx90a", "gfx1100"), True),
-            (mi210, generic_code_object(), True),  # a generic processor: the driver decides
+            (mi210, generic_code_object(), False),  # gfx9-generic does not cover gfx90a
+            (mi210, newer_code_object(), True),  # a processor newer than offloadrt's table: the driver decides
             (mi210, b"CCOB" + bytes(60), True),  # a compressed bundle: the driver decides
             (mi210, b"garbage", False), (mi210, b"\x7fELF", False), (mi210, code_object("gfx908"), False),
         ]
@@ -833,10 +932,10 @@ def test_is_valid_binary_answers_without_loading(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(("status", "image"), [
     (E.hipErrorInvalidKernelFile, None), (E.hipErrorNoBinaryForGpu, None), (E.hipErrorInvalidImage, None),
-    (E.hipErrorSharedObjectInitFailed, None), (E.hipErrorInvalidKernelFile, "generic"),
+    (E.hipErrorSharedObjectInitFailed, None), (E.hipErrorInvalidKernelFile, "newer"),
     (E.hipErrorInvalidImage, "compressed")],
     ids=["inject-invalid-kernel-file", "inject-no-binary-for-gpu", "inject-invalid-image",
-         "inject-shared-object-init-failed", "generic-processor", "compressed-bundle"])
+         "inject-shared-object-init-failed", "newer-processor", "compressed-bundle"])
 def test_images_hip_refuses_are_invalid_binaries_with_the_hip_error(rt: Runtime, status: Any,
                                                                       image: str | None) -> None:
     gpu = rt.gpus[0]
@@ -844,7 +943,7 @@ def test_images_hip_refuses_are_invalid_binaries_with_the_hip_error(rt: Runtime,
         standin.inject("hipModuleLoadData", status)
         data = code_object()
     else:  # images the plugin cannot judge itself, which the stand-in's HIP refuses
-        data = generic_code_object() if image == "generic" else b"CCOB" + bytes(60)
+        data = newer_code_object() if image == "newer" else b"CCOB" + bytes(60)
     err = expect(ErrorCode.INVALID_BINARY, program, gpu, data)
     assert f"hipModuleLoadData: {status.name} (" in err.details, err
     assert count("hipModuleLoadData") == 1 and standin.state().modules == {}
@@ -915,14 +1014,19 @@ def test_a_launch_without_arguments_passes_no_extra(rt: Runtime) -> None:
 def test_launches_beyond_the_devices_limits_never_reach_hip(rt: Runtime) -> None:
     gpu = rt.gpus[0]
     kernel = api.olGetSymbol(program(gpu), "record", KERNEL)
-    for shape in [launch_size(dyn=64 * 1024 + 1), launch_size(items=(1025, 1, 1)), launch_size(items=(32, 32, 2))]:
-        expect(ErrorCode.INVALID_SIZE, api.olLaunchKernel, None, gpu, kernel, None, shape)
+    grid = standin.state().devices[0].attributes  # maxGridSize as hipGetDeviceProperties reports it
+    limit_y = grid[int(standin.hip.hipDeviceAttribute_t.hipDeviceAttributeMaxGridDimY)]
+    for shape in [launch_size(dyn=64 * 1024 + 1), launch_size(items=(1025, 1, 1)), launch_size(items=(32, 32, 2)),
+                  launch_size(groups=(1, limit_y + 1, 1)),  # more groups than the grid allows
+                  launch_size(groups=(1 << 23, 1, 1), items=(1024, 1, 1))]:  # 2**33 work items on one axis
+        err = expect(ErrorCode.INVALID_SIZE, api.olLaunchKernel, None, gpu, kernel, None, shape)
+        assert "hipModuleLaunchKernel" not in err.details
     assert count("hipModuleLaunchKernel") == 0
 
 
 @pytest.mark.parametrize(("status", "code"), [
     (E.hipErrorInvalidValue, ErrorCode.INVALID_ARGUMENT), (E.hipErrorOutOfMemory, ErrorCode.OUT_OF_RESOURCES),
-    (E.hipErrorInvalidConfiguration, ErrorCode.BACKEND_FAILURE), (E.hipErrorNotSupported, ErrorCode.UNSUPPORTED),
+    (E.hipErrorInvalidConfiguration, ErrorCode.INVALID_SIZE), (E.hipErrorNotSupported, ErrorCode.UNSUPPORTED),
     (E.hipErrorUnknown, ErrorCode.UNKNOWN)], ids=lambda v: getattr(v, "name", str(v)))
 @pytest.mark.parametrize("with_queue", [False, True], ids=["no-queue", "queue"])
 def test_a_refused_launch_raises_the_mapped_error(rt: Runtime, status: Any, code: ErrorCode, with_queue: bool) -> None:
@@ -1459,7 +1563,7 @@ FAILURES = [  # (HIP call, the status injected, the error the ol* call raises)
     ("hipModuleLoadData", E.hipErrorOutOfMemory, ErrorCode.OUT_OF_RESOURCES),
     ("hipModuleGetFunction", E.hipErrorInvalidHandle, ErrorCode.BACKEND_FAILURE),
     ("hipModuleGetGlobal", E.hipErrorNotFound, ErrorCode.NOT_FOUND),
-    ("hipModuleLaunchKernel", E.hipErrorInvalidConfiguration, ErrorCode.BACKEND_FAILURE),
+    ("hipModuleLaunchKernel", E.hipErrorInvalidConfiguration, ErrorCode.INVALID_SIZE),
     ("hipModuleOccupancyMaxPotentialBlockSize", E.hipErrorInvalidValue, ErrorCode.INVALID_ARGUMENT),
     ("hipStreamCreateWithFlags", E.hipErrorOutOfMemory, ErrorCode.OUT_OF_RESOURCES),
     ("hipStreamWaitEvent", E.hipErrorInvalidHandle, ErrorCode.BACKEND_FAILURE),

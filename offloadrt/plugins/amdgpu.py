@@ -18,7 +18,7 @@ from . import hip_driver as hd
 from .amdgpu_images import compatible, parse_target_id
 from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
 from .image import DeviceImage, GenericKernel
-from .interface import GenericDevice
+from .interface import GenericDevice, PluginUnavailable
 from .resources import AsyncInfo
 
 
@@ -47,10 +47,16 @@ class AmdGpuDevice(GpuDevice):
     # hipModuleLaunchKernel refuses a block larger than the kernel's launch bounds with status 719
     # (hd.LAUNCH_FAILURE), which a sync reports for a faulted kernel: here a wrong launch, not a fault.
     launch_refusals: ClassVar[frozenset[int]] = frozenset({hd.LAUNCH_FAILURE})
+    # HIP has no way to reset one device's state in place: a re-initialisation of offloadrt does
+    # not clear a fault the runtime still holds. On ROCm a GPU memory fault normally aborts the
+    # process (HSA's default handler); these paths serve runtimes that report faults instead.
+    sticky_recovery = "for the rest of this process (HIP cannot reset a faulted device in place)"
+    sticky_short = "the device is unusable until the process restarts"
 
     def __init__(self, plugin: AmdGpuPlugin, device_id: int):
         super().__init__(plugin, device_id, plugin.driver)
         self.arch = ""  # gcnArchName, e.g. "gfx90a:sramecc+:xnack-"
+        self.max_items_per_dim = 0xFFFFFFFF  # HIP: gridDim * blockDim < 2**32 on every axis
         self.props: Any = None
 
     # ---- device selection ------------------------------------------------------------------
@@ -62,7 +68,18 @@ class AmdGpuDevice(GpuDevice):
         # select it again, rather than trusting a runtime that may have been restarted since.
         self.current_token = object()
         d = self.enter()
-        self.props = self.check(d.hipGetDeviceProperties(self.device_id), "hipGetDeviceProperties")
+        # Block (not spin) in synchronising calls, as the CUDA plugin does; a device already in use
+        # keeps its flags (status 708, set on an active process), which only costs CPU time.
+        status = int(d.hipSetDeviceFlags(d.hipDeviceScheduleBlockingSync)[0])
+        if status not in (hd.SUCCESS, hd.SET_ON_ACTIVE_PROCESS):
+            raise self.failure(status, "hipSetDeviceFlags")
+        try:
+            props = d.hipGetDeviceProperties(self.device_id)
+        except RuntimeError as exc:  # hip-python binds the R0600 variant of this call, new in ROCm 6.0
+            raise OffloadError(ErrorCode.UNSUPPORTED,
+                               f"hipGetDeviceProperties: this HIP runtime lacks it ({exc}); ROCm 6.0 or newer "
+                               f"is needed") from None
+        self.props = self.check(props, "hipGetDeviceProperties")
         self.arch = str(self.props.gcnArchName)
 
     # ---- info ------------------------------------------------------------------------------
@@ -73,6 +90,7 @@ class AmdGpuDevice(GpuDevice):
         block = Dimensions(*(int(v) for v in list(p.maxThreadsDim)[:3]))
         grid = Dimensions(*(int(v) for v in list(p.maxGridSize)[:3]))
         max_threads = int(p.maxThreadsPerBlock)
+        self.max_grid_dims = (grid.x, grid.y, grid.z)
         info = gpu_info(name=processor,  # as LLVM's AMDGPU plugin: the processor; the marketing name next
                         product_name=str(p.name).strip() or processor, uid=_uid(p.uuid), vendor="AMD",
                         vendor_id=0x1002, driver_version=self.plugin.version(), max_threads=max_threads,
@@ -94,7 +112,7 @@ class AmdGpuDevice(GpuDevice):
 
     # ---- memory ----------------------------------------------------------------------------
     def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        d = self.enter()
+        d = self.enter(select=True)
         if kind == AllocType.HOST:
             ptr = self.check(d.hipHostMalloc(size, d.hipHostMallocDefault), "hipHostMalloc")
         elif kind == AllocType.MANAGED:
@@ -134,7 +152,7 @@ class AmdGpuDevice(GpuDevice):
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         assert isinstance(dst_device, AmdGpuDevice)
-        self.enter()
+        self.enter(select=True)  # peer access is enabled for the current device
         self._enable_peer(dst_device)
         # HIP copies directly when access is enabled, through the host otherwise.
         self.on_stream(queue, "memcpy_peer", dst, dst_device.device_id, src, self.device_id, size)
@@ -154,7 +172,8 @@ class AmdGpuDevice(GpuDevice):
         ok, why = compatible(image, self.arch)
         if not ok:
             raise OffloadError(ErrorCode.INVALID_BINARY, why)
-        d = self.enter()
+        d = self.enter(select=True)
+        # The image keeps these very bytes alive as long as the module exists.
         module = self.check(d.hipModuleLoadData(image), "hipModuleLoadData")
         return GpuImage(self, image, module)
 
@@ -205,7 +224,7 @@ class AmdGpuPlugin(GpuPlugin):
         self._version = f"HIP {version // 10_000_000}.{version // 100_000 % 100}.{version % 100_000}"
         status, count = d.hipGetDeviceCount()[:2]
         if int(status) == hd.NO_DEVICE:
-            return 0
+            raise PluginUnavailable(f"hipGetDeviceCount: {self.no_device_message}")
         return int(self.driver.check((status, count), "hipGetDeviceCount"))
 
     def _create_device(self, device_id: int) -> GenericDevice:

@@ -28,8 +28,19 @@ MACH_NAMES = {
     0x045: "gfx1036", 0x046: "gfx1101", 0x047: "gfx1102", 0x048: "gfx1200", 0x04a: "gfx1151", 0x04b: "gfx941",
     0x04c: "gfx942", 0x04e: "gfx1201", 0x04f: "gfx950", 0x055: "gfx1152", 0x058: "gfx1153",
 }
-# Generic processors (gfx9-generic, ..., gfx9-4-generic) run on a family of devices: the driver decides those.
-GENERIC_MACHS = frozenset({0x051, 0x052, 0x053, 0x054, 0x059, 0x05f})
+# Generic processors run on a family of devices (LLVM's AMDGPUUsage lists the members).
+GENERIC_FAMILIES: dict[str, frozenset[str]] = {
+    "gfx9-generic": frozenset({"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}),
+    "gfx9-4-generic": frozenset({"gfx940", "gfx941", "gfx942", "gfx950"}),
+    "gfx10-1-generic": frozenset({"gfx1010", "gfx1011", "gfx1012", "gfx1013"}),
+    "gfx10-3-generic": frozenset({"gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"}),
+    "gfx11-generic": frozenset({"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+                                "gfx1153"}),
+    "gfx12-generic": frozenset({"gfx1200", "gfx1201"}),
+}
+GENERIC_MACHS = {0x051: "gfx9-generic", 0x052: "gfx10-1-generic", 0x053: "gfx10-3-generic", 0x054: "gfx11-generic",
+                 0x059: "gfx12-generic", 0x05f: "gfx9-4-generic"}
+FIRST_AMDGCN_MACH = 0x020  # below are R600-era processors, which cannot run HSA code objects
 
 Features = dict[str, bool | None]  # feature -> True (+), False (-), None (any / unspecified)
 
@@ -98,6 +109,11 @@ def bundle_entries(image: bytes) -> list[tuple[str, bytes]]:
     return entries
 
 
+def runs_on(target: str, processor: str) -> bool:
+    """Whether code built for ``target`` (a processor or a generic one) runs on ``processor``."""
+    return target == processor or processor in GENERIC_FAMILIES.get(target, ())
+
+
 def _features_match(required: Features, device: Features) -> str:
     for name, wanted in required.items():
         have = device.get(name)
@@ -117,14 +133,17 @@ def compatible(image: bytes, device_arch: str) -> tuple[bool, str]:
     if kind == "code-object":
         if len(image) < 52:
             return False, "truncated ELF header"
-        mach = image[48 if image[4] == 2 else 36] if image[5] == 1 else None
+        if image[5] != 1:
+            return False, "big-endian AMDGPU code object"
+        mach = image[48 if image[4] == 2 else 36]
         target, features = code_object_target(image)
         if target is None:
-            if mach in GENERIC_MACHS:
-                return True, ""
-            return False, f"code object for an unknown AMDGPU processor (EF_AMDGPU_MACH {mach:#x})" \
-                if mach is not None else "big-endian AMDGPU code object"
-        if target != processor:
+            target = GENERIC_MACHS.get(mach)
+        if target is None:
+            if mach < FIRST_AMDGCN_MACH:
+                return False, f"code object for an R600-era or unspecified processor (EF_AMDGPU_MACH {mach:#x})"
+            return True, ""  # a processor newer than this table: the driver decides
+        if not runs_on(target, processor):
             return False, f"code object built for {target} cannot run on a {device_arch} device"
         mismatch = _features_match(features, device_features)
         if mismatch:
@@ -141,7 +160,7 @@ def compatible(image: bytes, device_arch: str) -> tuple[bool, str]:
             continue
         targets.append(target_id)
         entry_processor, entry_features = parse_target_id(target_id)
-        if entry_processor == processor and not _features_match(entry_features, device_features):
+        if runs_on(entry_processor, processor) and not _features_match(entry_features, device_features):
             return True, ""
     listed = ", ".join(targets) or "none"
     return False, f"offload bundle has no code object for {device_arch} (targets: {listed})"

@@ -90,6 +90,7 @@ class CudaDevice(GpuDevice):
         version = self.plugin.version()
         block = Dimensions(a("MAX_BLOCK_DIM_X"), a("MAX_BLOCK_DIM_Y"), a("MAX_BLOCK_DIM_Z"))
         grid = Dimensions(a("MAX_GRID_DIM_X"), a("MAX_GRID_DIM_Y"), a("MAX_GRID_DIM_Z"))
+        self.max_grid_dims = (grid.x, grid.y, grid.z)
         max_threads = a("MAX_THREADS_PER_BLOCK")
         shared = max(a("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"), a("MAX_SHARED_MEMORY_PER_BLOCK"))
         info = gpu_info(name=name, product_name=name, uid=uid, vendor="NVIDIA Corporation", vendor_id=0x10DE,
@@ -114,7 +115,7 @@ class CudaDevice(GpuDevice):
 
     # ---- memory ----------------------------------------------------------------------------
     def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        d = self.enter()
+        d = self.enter(select=True)
         if kind == AllocType.HOST:
             return int(self.check(d.cuMemAllocHost(size), "cuMemAllocHost"))
         if kind == AllocType.MANAGED:
@@ -134,7 +135,7 @@ class CudaDevice(GpuDevice):
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         assert isinstance(dst_device, CudaDevice)
-        self.enter()
+        self.enter(select=True)  # peer access is enabled for the current context
         self._enable_peer(dst_device)
         # The driver routes a peer copy directly when access is enabled, through the host otherwise.
         self.on_stream(queue, "memcpy_peer", dst, dst_device.context, src, self.context, size)
@@ -152,7 +153,7 @@ class CudaDevice(GpuDevice):
         return compatible(image, *self.cc)[0]
 
     def _load_binary_impl(self, image: bytes) -> DeviceImage:
-        d = self.enter()
+        d = self.enter(select=True)
         kind = image_kind(image)
         if kind is None:
             raise OffloadError(ErrorCode.INVALID_BINARY, "not a CUDA image (PTX text, cubin or fatbin)")

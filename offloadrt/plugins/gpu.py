@@ -53,6 +53,7 @@ class GpuDriver:
     not_supported: ClassVar[frozenset[int]] = frozenset()
     not_found: ClassVar[frozenset[int]] = frozenset()
     invalid_value: ClassVar[frozenset[int]] = frozenset()
+    invalid_size: ClassVar[frozenset[int]] = frozenset()
     #: faults that leave the device unusable until it is re-initialised
     sticky: ClassVar[frozenset[int]] = frozenset()
     unknown_status: ClassVar[int] = 999
@@ -67,7 +68,8 @@ class GpuDriver:
                                (cls.bad_image, ErrorCode.INVALID_BINARY),
                                (cls.not_supported, ErrorCode.UNSUPPORTED),
                                (cls.not_found, ErrorCode.NOT_FOUND),
-                               (cls.invalid_value, ErrorCode.INVALID_ARGUMENT)):
+                               (cls.invalid_value, ErrorCode.INVALID_ARGUMENT),
+                               (cls.invalid_size, ErrorCode.INVALID_SIZE)):
             if status in statuses:
                 return code
         if status == cls.unknown_status:
@@ -309,6 +311,7 @@ class GpuDevice(GenericDevice):
         self.sticky: OffloadError | None = None
         self.current_token: object = None  # what thread_state.token is while this device is current
         self.peers: dict[int, bool] = {}  # peer device id -> direct access enabled
+        self.strided_memset = True  # the driver has the 2-D memsets (cleared at the first that is missing)
         self._peer_lock = threading.Lock()  # guards peers
         self.call_names: dict[str, str] = {}
         for op in self.REQUIRED_CALLS:
@@ -388,15 +391,20 @@ class GpuDevice(GenericDevice):
                 self.sticky = OffloadError(
                     ErrorCode.BACKEND_FAILURE,
                     f"{self.label} device {self.device_id} hit a sticky error ({self.driver.name(status)} in {call}); "
-                    f"it is unusable until the device is re-initialised (olShutDown, then olInit)")
-            err.details += " (sticky: the device must be re-initialised)"
+                    f"it is unusable {self.sticky_recovery}")
+            err.details += f" (sticky: {self.sticky_short})"
         return err
 
-    def enter(self) -> Any:
-        """Fail fast on a poisoned device, make it current on this thread; return the driver module."""
+    def enter(self, select: bool = False) -> Any:
+        """Fail fast on a poisoned device, make it current on this thread; return the driver module.
+
+        The current device is cached per thread; ``select`` makes it current regardless, for calls
+        that place something on the current device (allocations, modules, streams, events), so
+        that other code switching devices on this thread cannot misplace them.
+        """
         if self.sticky is not None:
             raise self.sticky
-        if getattr(self.thread_state, "token", None) != self.current_token:
+        if select or getattr(self.thread_state, "token", None) != self.current_token:
             self._make_current()
             self.thread_state.token = self.current_token
         return self.d
@@ -458,6 +466,9 @@ class GpuDevice(GenericDevice):
             self.peers[peer.device_id] = enabled
 
     peer_limit_statuses: ClassVar[tuple[int, ...]] = ()
+    #: how a device recovers from a sticky error, for messages
+    sticky_recovery: ClassVar[str] = "until the device is re-initialised (olShutDown, then olInit)"
+    sticky_short: ClassVar[str] = "the device must be re-initialised"
     #: the driver call behind _enable_peer_access, for error messages
     peer_enable_call: ClassVar[str] = "enabling peer access"
 
@@ -477,10 +488,30 @@ class GpuDevice(GenericDevice):
             if count:
                 if width in (1, 2, 4) and ptr % width == 0:  # D16/D32 need an aligned start
                     self._memset(width, ptr, int.from_bytes(pattern, "little"), count, stream)
+                elif self.strided_memset:
+                    try:
+                        self._fill_lanes(ptr, pattern, count, stream)
+                    except RuntimeError:
+                        # The bindings found no 2-D memset in this driver library (HIP before ROCm 7.1);
+                        # nothing was enqueued, since the lookup fails before the first call.
+                        self.strided_memset = False
+                        self._fill_by_doubling(ptr, pattern, count, stream)
                 else:
-                    self._fill_lanes(ptr, pattern, count, stream)
+                    self._fill_by_doubling(ptr, pattern, count, stream)
             for index in range(tail):  # only without validation: a last, partial copy
                 self._memset(1, ptr + count * width + index, pattern[index], 1, stream)
+
+    def _fill_by_doubling(self, ptr: int, pattern: bytes, count: int, stream: Any) -> None:
+        """Any pattern width with 1-byte memsets and device copies: write the pattern once, then copy
+        what is written onto the rest, doubling each time (all in stream order, no host buffer)."""
+        for index, byte in enumerate(pattern):
+            self._memset(1, ptr + index, byte, 1, stream)
+        total = len(pattern) * count
+        done = len(pattern)
+        while done < total:
+            size = min(done, total - done)
+            self.check(self.drv_memcpy_dtod(ptr + done, ptr, size, stream), self.call_names["memcpy_dtod"])
+            done += size
 
     def _memset(self, width: int, ptr: int, value: int, count: int, stream: Any) -> None:
         op = {1: "memset8", 2: "memset16", 4: "memset32"}[width]
@@ -518,7 +549,7 @@ class GpuDevice(GenericDevice):
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, GpuImage)
-        self.enter()
+        self.enter(select=True)  # HIP looks globals up on the current device
         address, size = self.check(self.drv_module_get_global(image.module, name.encode()),
                                    f"{self.call_names['module_get_global']}({name!r})")
         return GlobalVariable(image, name, int(address), int(size))
@@ -567,7 +598,7 @@ class GpuDevice(GenericDevice):
         return super().init_async_info()
 
     def _create_queue_impl(self) -> AsyncInfo:
-        self.enter()
+        self.enter(select=True)
         return GpuStream(self, self._new_stream())
 
     def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
@@ -652,7 +683,7 @@ class GpuDevice(GenericDevice):
 
     # ---- events ----------------------------------------------------------------------------
     def _new_driver_event(self) -> Any:
-        self.enter()
+        self.enter(select=True)
         return self._new_event()
 
     def _destroy_driver_event(self, event: Any) -> None:

@@ -17,6 +17,7 @@ SUCCESS = 0
 NOT_READY = 600  # hipErrorNotReady
 NO_DEVICE = 100  # hipErrorNoDevice
 INSUFFICIENT_DRIVER = 35  # hipErrorInsufficientDriver
+SET_ON_ACTIVE_PROCESS = 708  # hipErrorSetOnActiveProcess
 LAUNCH_FAILURE = 719  # hipErrorLaunchFailure
 
 # hipError_t values grouped by what they mean for offloadrt.
@@ -27,6 +28,7 @@ BAD_IMAGE = frozenset({200, 209, 218, 300, 303})
 NOT_SUPPORTED = frozenset({801, 217})  # hipErrorNotSupported, hipErrorPeerAccessUnsupported
 NOT_FOUND = frozenset({500})  # hipErrorNotFound
 INVALID_VALUE = frozenset({1})  # hipErrorInvalidValue
+INVALID_CONFIGURATION = frozenset({9})  # hipErrorInvalidConfiguration: launch dimensions HIP cannot run
 # Faults after which the device's work can no longer be trusted: hipErrorIllegalAddress,
 # hipErrorLaunchTimeOut, hipErrorAssert, hipErrorLaunchFailure, hipErrorECCNotCorrectable.
 STICKY = frozenset({700, 702, 710, 719, 214})
@@ -59,6 +61,7 @@ class Driver(GpuDriver):
     not_supported = NOT_SUPPORTED
     not_found = NOT_FOUND
     invalid_value = INVALID_VALUE
+    invalid_size = INVALID_CONFIGURATION
     sticky = STICKY
 
 

@@ -46,6 +46,8 @@ class GenericDevice(ABC):
         self.details: list[tuple[str, str]] = []  # extra (key, value) lines for `offloadrt info`
         self.max_group_size = 0
         self.max_group_dims: Dim3 = (0, 0, 0)
+        self.max_grid_dims: Dim3 = (_U32, _U32, _U32)  # work-groups per dimension a launch may have
+        self.max_items_per_dim = 1 << 64  # work items (groups x group size) per dimension
         self.max_local_memory = 0
         self._valid_shapes: set[tuple[Dim3, Dim3, int]] = set()  # launch shapes that passed the checks
         self.initialized = False
@@ -178,9 +180,12 @@ class GenericDevice(ABC):
         gx, gy, gz = num_groups
         bx, by, bz = group_size
         mx, my, mz = self.max_group_dims
+        nx, ny, nz = self.max_grid_dims
+        items = self.max_items_per_dim
         try:
-            valid = (0 < gx <= _U32 and 0 < gy <= _U32 and 0 < gz <= _U32 and 0 < bx <= mx and 0 < by <= my
+            valid = (0 < gx <= nx and 0 < gy <= ny and 0 < gz <= nz and 0 < bx <= mx and 0 < by <= my
                      and 0 < bz <= mz and bx * by * bz <= self.max_group_size
+                     and gx * bx <= items and gy * by <= items and gz * bz <= items
                      and 0 <= dyn <= self.max_local_memory
                      and (gx | gy | gz | bx | by | bz | dyn) >= 0)  # ints only
         except TypeError:
@@ -197,8 +202,13 @@ class GenericDevice(ABC):
         if min(values[:6]) < 1:
             return OffloadError(ErrorCode.INVALID_SIZE,
                                 f"launch dimensions must be positive: num_groups={num_groups}, group_size={group_size}")
-        if max(num_groups) > _U32:
-            return OffloadError(ErrorCode.INVALID_SIZE, f"num_groups {num_groups} exceeds 32 bits")
+        if any(g > limit for g, limit in zip(num_groups, self.max_grid_dims)):
+            return OffloadError(ErrorCode.INVALID_SIZE,
+                                f"num_groups {num_groups} exceeds the device's grid limit {self.max_grid_dims}")
+        if any(g * b > self.max_items_per_dim for g, b in zip(num_groups, group_size)):
+            return OffloadError(ErrorCode.INVALID_SIZE,
+                                f"num_groups {num_groups} x group_size {group_size} exceeds the device's "
+                                f"{self.max_items_per_dim} work items per dimension")
         if isinstance(dyn, int) and not 0 <= dyn <= self.max_local_memory:
             return OffloadError(ErrorCode.INVALID_SIZE,
                                 f"dynamic shared memory {dyn} is outside 0..{self.max_local_memory}, the device's "

@@ -61,6 +61,7 @@ class HipDevice(SimulatedDevice):
         super().__init__(ordinal, spec)
         self.name = spec.name
         self.arch = spec.arch
+        self.schedule_flags = 0  # hipSetDeviceFlags: hipDeviceScheduleAuto until set
         self.processor, self.features = parse_target_id(spec.arch)
         self.uuid = spec.uuid or hashlib.md5(f"hip-standin-{ordinal}".encode()).digest()
         digits = self.processor.removeprefix("gfx")

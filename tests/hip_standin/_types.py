@@ -86,6 +86,10 @@ hipFunction_attribute = _enum("hipFunction_attribute", _FUNCTION_ATTRIBUTES, "HI
 # Flags and launch markers: plain ints in hip-python.
 hipStreamDefault = 0
 hipStreamNonBlocking = 1
+hipDeviceScheduleAuto = 0
+hipDeviceScheduleSpin = 1
+hipDeviceScheduleYield = 2
+hipDeviceScheduleBlockingSync = 4
 hipEventDefault = 0
 hipEventBlockingSync = 1
 hipEventDisableTiming = 2

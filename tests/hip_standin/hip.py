@@ -83,6 +83,10 @@ from ._types import (  # noqa: F401  # hip-python's names
     CStr,
     hipDeviceAttribute_t,
     hipDeviceProp_t,
+    hipDeviceScheduleAuto,
+    hipDeviceScheduleBlockingSync,
+    hipDeviceScheduleSpin,
+    hipDeviceScheduleYield,
     hipError_t,
     hipEventBlockingSync,
     hipEventDefault,
@@ -151,6 +155,16 @@ def hipGetDeviceCount() -> tuple[int]:
 def hipSetDevice(deviceId: CInt) -> tuple[()]:
     st = r.STATE
     st.tls.device = r.device(st, deviceId).ordinal
+    return ()
+
+
+@r.api()
+def hipSetDeviceFlags(flags: CUInt) -> tuple[()]:
+    """Scheduling flags of the current device (recorded; the simulation always blocks)."""
+    if flags & ~0x1F:  # hipDeviceSchedule* (0..4) | hipDeviceMapHost (8) | hipDeviceLmemResizeToMax (16)
+        raise e.fail(1, "hipSetDeviceFlags: unknown flags")
+    st = r.STATE
+    r.device(st, r.current_ordinal(st)).schedule_flags = int(flags)
     return ()
 
 
