@@ -26,6 +26,8 @@ class AmdGpuDevice(GpuDevice):
     """One AMD GPU, selected with ``hipSetDevice`` on each thread that uses it."""
 
     DRIVER_CALLS: ClassVar[dict[str, str]] = {
+        "alloc_device": "hipMalloc", "alloc_host": "hipHostMalloc", "alloc_managed": "hipMallocManaged",
+        "free_device": "hipFree", "free_host": "hipHostFree",
         "memcpy_htod": "hipMemcpyHtoDAsync", "memcpy_dtoh": "hipMemcpyDtoHAsync",
         "memcpy_dtod": "hipMemcpyDtoDAsync", "memcpy_peer": "hipMemcpyPeerAsync",
         "memset8": "hipMemsetD8Async", "memset16": "hipMemsetD16Async", "memset32": "hipMemsetD32Async",
@@ -111,24 +113,14 @@ class AmdGpuDevice(GpuDevice):
         return info
 
     # ---- memory ----------------------------------------------------------------------------
-    def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        d = self.enter(select=True)
+    def _alloc_flags(self, kind: AllocType) -> tuple[Any, ...]:
         if kind == AllocType.HOST:
-            ptr = self.check(d.hipHostMalloc(size, d.hipHostMallocDefault), "hipHostMalloc")
-        elif kind == AllocType.MANAGED:
-            ptr = self.check(d.hipMallocManaged(size, d.hipMemAttachGlobal), "hipMallocManaged")
-        else:
-            ptr = self.check(d.hipMalloc(size), "hipMalloc")
-        return 0 if ptr is None else int(ptr)
+            return (self.d.hipHostMallocDefault,)
+        return (self.d.hipMemAttachGlobal,) if kind == AllocType.MANAGED else ()
 
-    def _free_impl(self, ptr: int, kind: AllocType) -> None:
-        if self.sticky is not None:
-            return  # a poisoned device's memory is reclaimed when the device is reset
-        d = self.enter()
-        if kind == AllocType.HOST:
-            self.check(d.hipHostFree(ptr), "hipHostFree")
-        else:
-            self.check(d.hipFree(ptr), "hipFree")
+    @property
+    def peer_handle(self) -> Any:
+        return self.device_id
 
     def _memset_value(self, width: int, value: int) -> int:
         # hipMemsetD32Async takes a C int: the same 32 bits, read as signed.
@@ -148,14 +140,6 @@ class AmdGpuDevice(GpuDevice):
         if idle:
             assert queue is not None
             self.synchronize(queue, release=False)
-
-    def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
-                            queue: AsyncInfo | None) -> None:
-        assert isinstance(dst_device, AmdGpuDevice)
-        self.enter(select=True)  # peer access is enabled for the current device
-        self._enable_peer(dst_device)
-        # HIP copies directly when access is enabled, through the host otherwise.
-        self.on_stream(queue, "memcpy_peer", dst, dst_device.device_id, src, self.device_id, size)
 
     def _can_access_peer(self, peer: GpuDevice) -> bool:
         return bool(self.check(self.d.hipDeviceCanAccessPeer(self.device_id, peer.device_id),

@@ -19,7 +19,6 @@ from .cuda_images import compatible, image_kind
 from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
 from .image import DeviceImage, GenericKernel
 from .interface import GenericDevice
-from .resources import AsyncInfo
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 JIT_LOG_SIZE = 16 * 1024
@@ -29,6 +28,8 @@ class CudaDevice(GpuDevice):
     """One NVIDIA GPU, used through its primary context."""
 
     DRIVER_CALLS: ClassVar[dict[str, str]] = {
+        "alloc_device": "cuMemAlloc", "alloc_host": "cuMemAllocHost", "alloc_managed": "cuMemAllocManaged",
+        "free_device": "cuMemFree", "free_host": "cuMemFreeHost",
         "memcpy_htod": "cuMemcpyHtoDAsync", "memcpy_dtoh": "cuMemcpyDtoHAsync", "memcpy_dtod": "cuMemcpyDtoDAsync",
         "memcpy_peer": "cuMemcpyPeerAsync",
         "memset8": "cuMemsetD8Async", "memset16": "cuMemsetD16Async", "memset32": "cuMemsetD32Async",
@@ -114,31 +115,12 @@ class CudaDevice(GpuDevice):
 
 
     # ---- memory ----------------------------------------------------------------------------
-    def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        d = self.enter(select=True)
-        if kind == AllocType.HOST:
-            return int(self.check(d.cuMemAllocHost(size), "cuMemAllocHost"))
-        if kind == AllocType.MANAGED:
-            flags = d.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL
-            return int(self.check(d.cuMemAllocManaged(size, flags), "cuMemAllocManaged"))
-        return int(self.check(d.cuMemAlloc(size), "cuMemAlloc"))
+    def _alloc_flags(self, kind: AllocType) -> tuple[Any, ...]:
+        return (self.d.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL,) if kind == AllocType.MANAGED else ()
 
-    def _free_impl(self, ptr: int, kind: AllocType) -> None:
-        if self.sticky is not None:
-            return  # the poisoned context's memory goes when the context is released
-        d = self.enter()
-        if kind == AllocType.HOST:
-            self.check(d.cuMemFreeHost(ptr), "cuMemFreeHost")
-        else:
-            self.check(d.cuMemFree(ptr), "cuMemFree")
-
-    def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
-                            queue: AsyncInfo | None) -> None:
-        assert isinstance(dst_device, CudaDevice)
-        self.enter(select=True)  # peer access is enabled for the current context
-        self._enable_peer(dst_device)
-        # The driver routes a peer copy directly when access is enabled, through the host otherwise.
-        self.on_stream(queue, "memcpy_peer", dst, dst_device.context, src, self.context, size)
+    @property
+    def peer_handle(self) -> Any:
+        return self.context
 
     def _can_access_peer(self, peer: GpuDevice) -> bool:
         assert isinstance(peer, CudaDevice)

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError
-from ..types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
+from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
 from .resources import AsyncInfo, GenericEvent, QueueFailure, ResourcePool
@@ -289,6 +289,7 @@ class GpuDevice(GenericDevice):
     DRIVER_CALLS: ClassVar[dict[str, str]] = {}
     #: the ops every vendor must name in DRIVER_CALLS
     REQUIRED_CALLS: ClassVar[tuple[str, ...]] = (
+        "alloc_device", "alloc_host", "alloc_managed", "free_device", "free_host",
         "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_peer", "memset8", "memset16", "memset32",
         "memset2d8", "memset2d16", "memset2d32", "module_unload", "module_get_function", "module_get_global",
         "launch", "stream_destroy", "stream_sync", "stream_query", "stream_wait_event", "host_func",
@@ -323,6 +324,11 @@ class GpuDevice(GenericDevice):
                                                           warn_missing=False)
 
     # drv_* attributes, set from DRIVER_CALLS (declared for type checkers)
+    drv_alloc_device: Callable[..., Any]
+    drv_alloc_host: Callable[..., Any]
+    drv_alloc_managed: Callable[..., Any]
+    drv_free_device: Callable[..., Any]
+    drv_free_host: Callable[..., Any]
     drv_memcpy_htod: Callable[..., Any]
     drv_memcpy_dtoh: Callable[..., Any]
     drv_memcpy_dtod: Callable[..., Any]
@@ -364,6 +370,15 @@ class GpuDevice(GenericDevice):
     @abstractmethod
     def _host_function_argument(self) -> Any:
         """The trampoline at :data:`HOST_TRAMPOLINE_ADDRESS` as the bindings' host-function type."""
+
+    @abstractmethod
+    def _alloc_flags(self, kind: AllocType) -> tuple[Any, ...]:
+        """The arguments after the size that the driver's allocation call of ``kind`` takes."""
+
+    @property
+    @abstractmethod
+    def peer_handle(self) -> Any:
+        """What a peer copy names this device by (CUDA: its context; HIP: its ordinal)."""
 
     def _raise_shared_limit(self, kernel: GpuKernel, size: int) -> None:
         """Let ``kernel`` use ``size`` bytes of dynamic shared memory (for drivers that need an opt-in)."""
@@ -439,6 +454,30 @@ class GpuDevice(GenericDevice):
             raise OffloadError.join(errors, f"releasing {self.label} device {self.device_id}")
 
     # ---- memory ----------------------------------------------------------------------------
+    _ALLOC_OPS: ClassVar[dict[AllocType, str]] = {AllocType.DEVICE: "alloc_device", AllocType.HOST: "alloc_host",
+                                                   AllocType.MANAGED: "alloc_managed"}
+
+    def _alloc_impl(self, size: int, kind: AllocType) -> int:
+        self.enter(select=True)
+        op = self._ALLOC_OPS[kind]
+        ptr = self.check(getattr(self, f"drv_{op}")(size, *self._alloc_flags(kind)), self.call_names[op])
+        return 0 if ptr is None else int(ptr)
+
+    def _free_impl(self, ptr: int, kind: AllocType) -> None:
+        if self.sticky is not None:
+            return  # a poisoned device's memory goes with its context (or the process)
+        self.enter()
+        op = "free_host" if kind == AllocType.HOST else "free_device"
+        self.check(getattr(self, f"drv_{op}")(ptr), self.call_names[op])
+
+    def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
+                            queue: AsyncInfo | None) -> None:
+        assert isinstance(dst_device, type(self))
+        self.enter(select=True)  # peer access is enabled for the current device
+        self._enable_peer(dst_device)
+        # The driver copies directly when access is enabled, through the host otherwise.
+        self.on_stream(queue, "memcpy_peer", dst, dst_device.peer_handle, src, self.peer_handle, size)
+
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         self.enter()
         self.on_stream(queue, "memcpy_htod", dst, src, size)
