@@ -20,13 +20,17 @@ from typing import Any
 
 import hip_standin as standin
 import pytest
-from cuda_fixtures import Gate, host_buffer, in_new_thread, launch_size, shut_down_fully
+from cuda_fixtures import Runtime as GpuRuntime
+from cuda_fixtures import (
+    exercise_kernels_events_and_teardown,
+    host_buffer,
+    in_new_thread,
+    shut_down_fully,
+)
 from hip_standin import KernelFault, images
 
 from offloadrt import (
     AllocType,
-    DeviceType,
-    EventInfo,
     OffloadError,
     PlatformBackend,
     SymbolKind,
@@ -92,24 +96,10 @@ def calls_of(name: str) -> list[tuple[Any, ...]]:
 
 # ---- a runtime on stand-in AMD GPUs ------------------------------------------------------------
 
-class Runtime:
+class Runtime(GpuRuntime):
     """An initialised runtime on the stand-in: its AMD GPUs, the host device, gates to open."""
 
-    def __init__(self) -> None:
-        self.gates: list[Gate] = []
-        self.refresh()
-
-    def refresh(self) -> None:
-        devices: list[api.Device] = []
-        api.olIterateDevices(lambda device, _: devices.append(device))
-        self.gpus = [d for d in devices if backend(d) == PlatformBackend.AMDGPU]
-        self.host = next(d for d in devices if api.olGetDeviceInfo(d, DeviceInfo.TYPE) == DeviceType.HOST)
-
-    def gate(self, queue: api.Queue) -> Gate:
-        """A gate launched on ``queue`` (opened at teardown if the test does not)."""
-        gate = Gate(queue)
-        self.gates.append(gate)
-        return gate
+    backend = PlatformBackend.AMDGPU
 
 
 def backend(device: api.Device) -> PlatformBackend:
@@ -202,44 +192,9 @@ def representative_workload(runtime: Runtime) -> None:
     for bad in (generic_code_object(), b"CCOB" + bytes(60)):  # the plugin lets the driver decide these
         with pytest.raises(OffloadError):
             program(gpu0, bad)
-    record = api.olGetSymbol(prog, "record", KERNEL)
-    api.olGetSymbol(prog, "counter", GLOBAL)
-    for symbol_kind in (KERNEL, GLOBAL):
-        with pytest.raises(OffloadError):
-            api.olGetSymbol(prog, "missing", symbol_kind)
-    for queue in (None, queues[0]):
-        api.olLaunchKernel(queue, gpu0, record, struct.pack("<QI", 1, 2), launch_size((2, 3, 4), (32, 2, 1), 1024))
-        api.olLaunchKernel(queue, gpu0, record, None, launch_size(dyn=64 * 1024))
-    api.olCalculateOptimalOccupancy(gpu0, record, 1024)
-    start = api.olCreateEvent(queues[0])
-    api.olLaunchHostFunction(queues[0], lambda _: None)
-    end = api.olCreateEvent(queues[0])
-    api.olGetEventInfo(end, EventInfo.IS_COMPLETE)
-    api.olWaitEvents(queues[1], [end])
-    api.olWaitEvents(queues[2], [end])
-    api.olSyncEvent(end)
-    api.olGetEventElapsedTime(start, end)
-    for queue in queues:
-        api.olQueryQueue(queue)
-        api.olSyncQueue(queue)
-    api.olLaunchKernel(queues[1], gpu0, api.olGetSymbol(prog, "boom", KERNEL), None, launch_size())
-    with pytest.raises(OffloadError):
-        api.olSyncQueue(queues[1])
-    for name in ("hipMalloc", "hipHostMalloc", "hipMallocManaged"):
+    exercise_kernels_events_and_teardown(runtime, prog, queues, lambda: [
         standin.inject(name, hipError_t.hipErrorOutOfMemory)
-    for kind in AllocType:
-        with pytest.raises(OffloadError):
-            api.olMemAlloc(gpu0, kind, 64)
-    gate_queue = api.olCreateQueue(gpu0)
-    gate = runtime.gate(gate_queue)
-    api.olDestroyQueue(gate_queue)  # parked while busy
-    gate.open()
-    for event in (start, end):
-        api.olDestroyEvent(event)
-    for queue in queues:
-        api.olDestroyQueue(queue)
-    in_new_thread(lambda: api.olMemFree(api.olMemAlloc(gpu1, AllocType.DEVICE, 8)))  # another thread's device
-    shut_down_fully()  # frees, unloads, destroys the pools
+        for name in ("hipMalloc", "hipHostMalloc", "hipMallocManaged")])
 
 
 def plugin_hip_calls() -> set[str]:

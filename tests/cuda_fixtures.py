@@ -121,7 +121,9 @@ def calls_of(name: str) -> list[tuple[Any, ...]]:
 # ---- a runtime on stand-in GPUs -------------------------------------------------------------------
 
 class Runtime:
-    """An initialised runtime on the stand-in: its CUDA devices, the host device, gates to open."""
+    """An initialised runtime on the stand-in: its GPUs (all of ``backend``), the host device, gates to open."""
+
+    backend = PlatformBackend.CUDA
 
     def __init__(self) -> None:
         self.gates: list[Gate] = []
@@ -134,7 +136,7 @@ class Runtime:
         self.host = next(d for d in devices if api.olGetDeviceInfo(d, DeviceInfo.TYPE) == DeviceType.HOST)
         for gpu in self.gpus:
             platform = api.olGetDeviceInfo(gpu, DeviceInfo.PLATFORM)
-            assert api.olGetPlatformInfo(platform, PlatformInfo.BACKEND) == PlatformBackend.CUDA
+            assert api.olGetPlatformInfo(platform, PlatformInfo.BACKEND) == self.backend
 
     def gate(self, queue: api.Queue) -> Gate:
         """A gate launched on ``queue`` (opened at teardown if the test does not)."""
@@ -264,10 +266,23 @@ def representative_workload(runtime: Runtime) -> None:
     for bad in (PTX + b"// standin-invalid\n", ptx("sm_100")):
         with pytest.raises(OffloadError):
             program(gpu0, bad)
+    exercise_kernels_events_and_teardown(runtime, prog, queues, lambda: [
+        standin.inject(name, CUresult.CUDA_ERROR_OUT_OF_MEMORY)
+        for name in ("cuMemAlloc", "cuMemAllocHost", "cuMemAllocManaged")])
+
+
+def exercise_kernels_events_and_teardown(runtime: Runtime, prog: api.Program, queues: list[api.Queue],
+                                         fail_allocations: Callable[[], object]) -> None:
+    """The second half of a GPU stand-in's representative workload, the same for every GPU plugin:
+    symbols, launches, occupancy, events, waits, a faulting kernel, failed allocations (after
+    ``fail_allocations`` arranged them), a parked queue, another thread's device, full shutdown.
+    ``prog`` must have kernels ``record`` and ``boom`` (which faults) and a global ``counter``."""
+    gpu0, gpu1 = runtime.gpus
     record = api.olGetSymbol(prog, "record", KERNEL)
     api.olGetSymbol(prog, "counter", GLOBAL)
-    with pytest.raises(OffloadError):
-        api.olGetSymbol(prog, "missing", KERNEL)
+    for symbol_kind in (KERNEL, GLOBAL):
+        with pytest.raises(OffloadError):
+            api.olGetSymbol(prog, "missing", symbol_kind)
     for queue in (None, queues[0]):
         api.olLaunchKernel(queue, gpu0, record, struct.pack("<QI", 1, 2), launch_size((2, 3, 4), (32, 2, 1), 1024))
         api.olLaunchKernel(queue, gpu0, record, None, launch_size(dyn=64 * 1024))
@@ -286,8 +301,7 @@ def representative_workload(runtime: Runtime) -> None:
     api.olLaunchKernel(queues[1], gpu0, api.olGetSymbol(prog, "boom", KERNEL), None, launch_size())
     with pytest.raises(OffloadError):
         api.olSyncQueue(queues[1])
-    for name in ("cuMemAlloc", "cuMemAllocHost", "cuMemAllocManaged"):
-        standin.inject(name, CUresult.CUDA_ERROR_OUT_OF_MEMORY)
+    fail_allocations()
     for kind in AllocType:
         with pytest.raises(OffloadError):
             api.olMemAlloc(gpu0, kind, 64)
@@ -299,8 +313,8 @@ def representative_workload(runtime: Runtime) -> None:
         api.olDestroyEvent(event)
     for queue in queues:
         api.olDestroyQueue(queue)
-    in_new_thread(lambda: api.olMemFree(api.olMemAlloc(gpu1, AllocType.DEVICE, 8)))  # another thread's context
-    shut_down_fully()  # frees, unloads, destroys the pools, releases the contexts
+    in_new_thread(lambda: api.olMemFree(api.olMemAlloc(gpu1, AllocType.DEVICE, 8)))  # another thread's device
+    shut_down_fully()  # frees, unloads, destroys the pools, releases the devices
 
 
 def plugin_driver_calls() -> set[str]:

@@ -823,14 +823,14 @@ if "sticky" in error.details:
     try:
         api.olMemAlloc(gpu, AllocType.DEVICE, 64)
     except OffloadError as exc:
-        assert "re-initialised" in exc.details, exc
+        assert "sticky" in exc.details, exc
     else:
         raise AssertionError("a call after the sticky fault succeeded")
 api.olDestroyQueue(queue)
 try:
     api.olShutDown()
 except OffloadError:
-    pass
+    pass  # de-initialising a device that faulted reports its errors; the checks above are what count
 print("queue-error", flush=True)
 """
 

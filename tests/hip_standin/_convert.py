@@ -110,7 +110,7 @@ def pointer(value: Any) -> int:
     try:
         memoryview(value)
     except TypeError:
-        pass
+        pass  # not a buffer: try the next conversion, as hip-python does
     else:
         return Address(buffer_address(value), value)
     interface = getattr(value, "__cuda_array_interface__", None)
