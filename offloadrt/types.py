@@ -34,7 +34,8 @@ class PlatformBackend(IntEnum):
     UNKNOWN = 0
     CUDA = 1
     AMDGPU = 2
-    HOST = 3
+    LEVEL_ZERO = 3  # in LLVM 22's header; offloadrt has no Level Zero plugin
+    HOST = 4
 
 
 class DeviceType(IntEnum):

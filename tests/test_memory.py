@@ -81,7 +81,7 @@ def test_alloc_many_of_varied_sizes_and_types(host):
         api.olMemFree(address)
     for address, _, _ in allocations[:50]:
         expect_error(ErrorCode.NOT_FOUND, api.olGetMemInfo, address, MemInfo.SIZE)
-        expect_error(ErrorCode.NOT_FOUND, api.olMemFree, address)
+        expect_error(ErrorCode.INVALID_ARGUMENT, api.olMemFree, address)
 
 
 @pytest.mark.parametrize("kind", ALLOC_TYPES, ids=lambda k: k.name)

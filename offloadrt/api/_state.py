@@ -53,16 +53,18 @@ class AllocationMap:
         return None
 
     def remove(self, base: int) -> Allocation:
-        """Forget the allocation starting at ``base``; ``NOT_FOUND`` for any other address."""
+        """Forget the allocation starting at ``base``; ``INVALID_ARGUMENT`` (as LLVM 22) for any other
+        address, saying whether it is inside an allocation or unknown (never allocated, or freed)."""
         with self._lock:
             alloc = self._by_base.pop(base, None)
             if alloc is None:
                 inner = self._containing(base)
                 if inner is not None:
-                    raise OffloadError(ErrorCode.NOT_FOUND,
+                    raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                        f"{base:#x} is inside the allocation at {inner.base:#x} "
                                        f"({inner.size} bytes); free its base address")
-                raise OffloadError(ErrorCode.NOT_FOUND, f"{base:#x} is not a live allocation of offloadrt")
+                raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                   f"{base:#x} is not a live allocation of offloadrt (never allocated, or already freed)")
             del self._bases[bisect.bisect_left(self._bases, base)]
             return alloc
 

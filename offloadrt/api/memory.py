@@ -28,7 +28,8 @@ def olMemAlloc(ctx: Context, device: Device, alloc_type: AllocType, size: int) -
 def olMemFree(ctx: Context, address: int) -> None:
     """Free the allocation that starts at ``address``; its device is found from the address.
 
-    An unknown, interior or already freed address is ``NOT_FOUND`` and frees nothing.
+    An unknown, interior or already freed address is ``INVALID_ARGUMENT`` (as in LLVM 22) and
+    frees nothing; the details say which of the three it is.
     """
     address = pointer(address, "address")
     alloc = ctx.allocations.remove(address)
