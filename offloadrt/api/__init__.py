@@ -23,7 +23,16 @@ from .kernel import (
     olGetSymbolInfoSize,
     olLaunchKernel,
 )
-from .memory import olGetMemInfo, olGetMemInfoSize, olMemAlloc, olMemcpy, olMemFill, olMemFree
+from .memory import (
+    olGetMemInfo,
+    olGetMemInfoSize,
+    olMemAlloc,
+    olMemcpy,
+    olMemFill,
+    olMemFree,
+    olMemRegister,
+    olMemUnregister,
+)
 from .platform import olGetPlatformInfo, olGetPlatformInfoSize
 from .program import olCreateProgram, olDestroyProgram, olIsValidBinary
 from .queue import (
@@ -46,5 +55,5 @@ __all__ = [
     "olGetPlatformInfoSize", "olGetQueueError", "olGetQueueInfo", "olGetQueueInfoSize", "olGetSymbol",
     "olGetSymbolInfo", "olGetSymbolInfoSize", "olInit", "olIsValidBinary", "olIterateDevices",
     "olLaunchHostFunction", "olLaunchKernel", "olMemAlloc", "olMemcpy", "olMemFill", "olMemFree",
-    "olQueryQueue", "olShutDown", "olSyncEvent", "olSyncQueue", "olWaitEvents",
+    "olMemRegister", "olMemUnregister", "olQueryQueue", "olShutDown", "olSyncEvent", "olSyncQueue", "olWaitEvents",
 ]

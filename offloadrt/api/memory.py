@@ -43,6 +43,37 @@ def olMemFree(ctx: Context, address: int) -> None:
         raise
 
 
+@entry_point
+def olMemRegister(ctx: Context, device: Device, ptr: int, size: int, flags: int = 0) -> int:
+    """Register (page-lock) ``size`` bytes of host memory at ``ptr`` for ``device``; returns the
+    address the device uses for it (the same address on the host device and with unified addressing).
+
+    Registering a range inside a registered one adds a user of it (each needs an
+    ``olMemUnregister``); a range that overlaps a registered one only in part is
+    ``INVALID_ARGUMENT``. ``flags`` are reserved, as in LLVM 22: any 32-bit value is accepted.
+    """
+    size = size_value(size, "size")
+    if size == 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, "size must not be zero")
+    gdev = live_device(device)
+    ptr = pointer(ptr, "ptr")
+    flags = size_value(flags, "flags")
+    if flags > 0xFFFFFFFF:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"flags {flags:#x} do not fit in 32 bits")
+    if ptr + size > 1 << 64:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"[{ptr:#x}, +{size}) runs past the end of the address space")
+    return gdev.data_lock(ptr, size)
+
+
+@entry_point
+def olMemUnregister(ctx: Context, device: Device, ptr: int) -> None:
+    """One user fewer of the host memory registered with ``device`` that contains ``ptr``; the
+    last one unlocks it. Memory that is not registered is ``INVALID_ARGUMENT``."""
+    gdev = live_device(device)
+    ptr = pointer(ptr, "ptr")
+    gdev.data_unlock(ptr)
+
+
 def _mem_value(ctx: Context, ptr: object, requested: object) -> tuple[MemInfo, Any]:
     address = pointer(ptr, "ptr")
     prop = enum_value(MemInfo, requested, "memory info")

@@ -19,7 +19,7 @@ from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, PlatformBackend
 from .host_exec import KERNEL, KERNEL_PROTOTYPE, GroupPool, HostEvent, HostQueue, LaunchStruct
 from .host_info import compute_units, host_device_info
-from .host_loader import check_image, dlclose, dlopen_image, read_symbols
+from .host_loader import check_image, dlclose, dlopen_image, is_loadable, read_symbols
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin
 from .resources import AsyncInfo, GenericEvent
@@ -149,6 +149,12 @@ class HostDevice(GenericDevice):
     def _free_impl(self, ptr: int, kind: AllocType) -> None:
         _free(ptr)
 
+    def _data_lock_impl(self, ptr: int, size: int) -> int:
+        return ptr  # the host device works on host memory in place: nothing to pin or map
+
+    def _data_unlock_impl(self, ptr: int) -> None:
+        pass
+
     def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         if queue is None:
             _memmove(dst, src, size)
@@ -166,12 +172,7 @@ class HostDevice(GenericDevice):
 
     # programs
     def _is_valid_binary_impl(self, image: bytes) -> bool:
-        try:
-            check_image(image)
-            read_symbols(image)
-        except OffloadError:
-            return False
-        return True
+        return is_loadable(image)
 
     def _load_binary_impl(self, image: bytes) -> DeviceImage:
         check_image(image)

@@ -125,6 +125,16 @@ def read_symbols(image: bytes) -> dict[str, ElfSymbol]:
         raise OffloadError(ErrorCode.INVALID_BINARY, f"malformed ELF image: {exc}") from exc
 
 
+def is_loadable(image: bytes) -> bool:
+    """Whether :func:`dlopen_image` would load ``image`` (never loads it into this process)."""
+    try:
+        check_image(image)
+        read_symbols(image)
+    except OffloadError:
+        return False
+    return True
+
+
 def dlopen_image(image: bytes) -> ctypes.CDLL:
     """Load ``image`` as a new, private library (``RTLD_LOCAL | RTLD_NOW``).
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
 from .image import DeviceImage, GenericKernel, GlobalVariable
+from .registrations import RegistrationMap
 from .resources import AsyncInfo, GenericEvent, ResourcePool
 
 Dim3 = tuple[int, int, int]
@@ -41,6 +42,7 @@ class GenericDevice(ABC):
             "queue", self._create_queue_impl, self._destroy_queue_impl
         )
         self.loaded_images: list[DeviceImage] = []
+        self.registrations = RegistrationMap()  # host memory registered with olMemRegister
         self._images_lock = threading.Lock()  # guards loaded_images
         self._info: dict[DeviceInfo, Any] = {}
         self.details: list[tuple[str, str]] = []  # extra (key, value) lines for `offloadrt info`
@@ -82,6 +84,11 @@ class GenericDevice(ABC):
             except OffloadError as exc:
                 errors.append(exc)
         errors.extend(self.queue_pool.deinit())
+        for entry in self.registrations.drain():
+            try:
+                self._data_unlock_impl(entry.base)
+            except OffloadError as exc:
+                errors.append(exc)
         try:
             self._deinit_impl()
         except OffloadError as exc:
@@ -101,10 +108,26 @@ class GenericDevice(ABC):
         ptr = self._alloc_impl(size, kind)
         if not ptr:
             raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"failed to allocate {size} bytes of {kind.name} memory")
+        if kind is AllocType.HOST:  # pinned already: registering inside it only counts a user
+            self.registrations.add_owned(ptr, size)
         return ptr
 
     def data_delete(self, ptr: int, kind: AllocType) -> None:
         self._free_impl(ptr, kind)
+        if kind is AllocType.HOST:
+            self.registrations.remove_owned(ptr)
+
+    def data_lock(self, ptr: int, size: int) -> int:
+        """Register (page-lock) ``size`` bytes of host memory at ``ptr``; the address the device uses.
+
+        A range inside a registered one counts one more user of it; a partial overlap is
+        ``INVALID_ARGUMENT``.
+        """
+        return self.registrations.register(ptr, size, self._data_lock_impl)
+
+    def data_unlock(self, ptr: int) -> None:
+        """One user fewer of the registered range containing ``ptr``; the last one unlocks it."""
+        self.registrations.unregister(ptr, self._data_unlock_impl)
 
     def data_submit(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         """Copy ``size`` bytes from host address ``src`` to this device's ``dst``."""
@@ -379,6 +402,14 @@ class GenericDevice(ABC):
     @abstractmethod
     def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
         ...
+
+    def _data_lock_impl(self, ptr: int, size: int) -> int:
+        """Page-lock host memory for this device; return the address the device uses for ``ptr``."""
+        raise _unsupported("registering host memory")
+
+    def _data_unlock_impl(self, ptr: int) -> None:
+        """Undo :meth:`_data_lock_impl` for the range starting at ``ptr``."""
+        raise _unsupported("unregistering host memory")
 
     @abstractmethod
     def _is_valid_binary_impl(self, image: bytes) -> bool:
