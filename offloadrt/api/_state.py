@@ -63,8 +63,8 @@ class AllocationMap:
                     raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                        f"{base:#x} is inside the allocation at {inner.base:#x} "
                                        f"({inner.size} bytes); free its base address")
-                raise OffloadError(ErrorCode.INVALID_ARGUMENT,
-                                   f"{base:#x} is not a live allocation of offloadrt (never allocated, or already freed)")
+                raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{base:#x} is not a live allocation of offloadrt "
+                                                               f"(never allocated, or already freed)")
             del self._bases[bisect.bisect_left(self._bases, base)]
             return alloc
 
