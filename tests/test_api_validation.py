@@ -49,7 +49,7 @@ CONTRACT_ENTRY_POINTS: dict[str, tuple[int, int]] = {
     "olGetPlatformInfo": (2, 0), "olGetPlatformInfoSize": (2, 0),
     "olIterateDevices": (1, 1), "olGetDeviceInfo": (2, 0), "olGetDeviceInfoSize": (2, 0),
     "olMemAlloc": (3, 0), "olMemFree": (1, 0), "olGetMemInfo": (2, 0), "olGetMemInfoSize": (2, 0),
-    "olMemcpy": (6, 0), "olMemFill": (4, 0),
+    "olMemcpy": (6, 0), "olMemFill": (4, 0), "olMemRegister": (3, 1), "olMemUnregister": (2, 0),
     "olCreateQueue": (1, 0), "olDestroyQueue": (1, 0), "olSyncQueue": (1, 0), "olQueryQueue": (1, 0),
     "olWaitEvents": (2, 0), "olGetQueueInfo": (2, 0), "olGetQueueInfoSize": (2, 0),
     "olLaunchHostFunction": (2, 1), "olGetQueueError": (1, 0),
@@ -158,6 +158,8 @@ def handle_calls(w: World) -> list[tuple[str, tuple[Any, ...], tuple[int, ...], 
         ("olGetDeviceInfo", (w.host, DeviceInfo.NAME), (0,), ()),
         ("olGetDeviceInfoSize", (w.host, DeviceInfo.NAME), (0,), ()),
         ("olMemAlloc", (w.host, AllocType.HOST, 64), (0,), ()),
+        ("olMemRegister", (w.host, w.ptr2, 64), (0,), ()),
+        ("olMemUnregister", (w.host, w.ptr2), (0,), ()),
         ("olMemcpy", (w.queue, w.ptr, w.host, w.ptr2, w.host, 16), (2, 4), (0,)),
         ("olMemFill", (w.queue, w.ptr, b"\x01\x02\x03\x04", 16), (), (0,)),
         ("olCreateQueue", (w.host,), (0,), ()),
@@ -201,12 +203,13 @@ def test_api_exports_exactly_the_contract_entry_points() -> None:
 
 
 def test_entry_point_signatures_are_the_contracts(runtime: None) -> None:
-    """What help() and IDEs show: the C parameters in C order, optional ones defaulting to None."""
+    """What help() and IDEs show: the C parameters in C order, optional ones defaulting to None
+    (flags to 0, as the contract writes them)."""
     for name, (required, optional) in CONTRACT_ENTRY_POINTS.items():
         params = list(inspect.signature(getattr(api, name)).parameters.values())
         assert len(params) == required + optional, f"{name}{inspect.signature(getattr(api, name))}"
         assert all(p.default is inspect.Parameter.empty for p in params[:required]), name
-        assert all(p.default is None for p in params[required:]), name
+        assert all(p.default is None or (p.name == "flags" and p.default == 0) for p in params[required:]), name
         with pytest.raises(TypeError):
             getattr(api, name)(*[None] * (required + optional + 1))
 
