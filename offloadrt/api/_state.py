@@ -37,12 +37,17 @@ class AllocationMap:
     def __init__(self) -> None:
         self._by_base: dict[int, Allocation] = {}
         self._bases: list[int] = []  # sorted
-        self._lock = threading.Lock()  # guards both containers
+        self._lock = threading.Lock()  # guards both containers and closed
+        self.closed = False  # drained by the last olShutDown: nothing more is recorded
 
-    def add(self, alloc: Allocation) -> None:
+    def add(self, alloc: Allocation) -> bool:
+        """Record ``alloc``; False (nothing recorded) once the map was drained by the last olShutDown."""
         with self._lock:
+            if self.closed:
+                return False
             self._by_base[alloc.base] = alloc
             bisect.insort(self._bases, alloc.base)
+            return True
 
     def _containing(self, address: int) -> Allocation | None:
         index = bisect.bisect_right(self._bases, address) - 1
@@ -68,6 +73,22 @@ class AllocationMap:
             del self._bases[bisect.bisect_left(self._bases, base)]
             return alloc
 
+    def check_range(self, address: int, size: int, what: str) -> Allocation | None:
+        """The allocation ``address`` lies in, if any; ``INVALID_SIZE`` when ``size`` bytes from
+        ``address`` run past its end (a copy or fill there would overwrite whatever follows)."""
+        alloc = self._by_base.get(address)  # one dict read: safe without the lock
+        if alloc is None:
+            with self._lock:
+                alloc = self._containing(address)
+            if alloc is None:
+                return None
+        end = alloc.base + alloc.size
+        if address + size > end:
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"{what}: {size} bytes at {address:#x} run {address + size - end} bytes past the end "
+                               f"of the allocation at {alloc.base:#x} ({alloc.size} bytes, on {alloc.device!r})")
+        return alloc
+
     def find(self, address: int) -> Allocation | None:
         with self._lock:
             alloc = self._by_base.get(address)
@@ -75,6 +96,7 @@ class AllocationMap:
 
     def drain(self) -> list[Allocation]:
         with self._lock:
+            self.closed = True
             allocs = list(self._by_base.values())
             self._by_base.clear()
             self._bases.clear()
@@ -142,6 +164,7 @@ def _drain_device(device: Device) -> list[OffloadError]:
     assert gdev is not None
     errors: list[OffloadError] = []
     with device.lock:
+        device.closed = True
         queues = list(device.live_queues)
         device.live_queues.clear()
         parked = device.parked
@@ -192,6 +215,12 @@ UNINITIALIZED_MESSAGE = "offloadrt has not been initialized - call olInit before
 
 def uninitialized() -> OffloadError:
     return OffloadError(ErrorCode.UNINITIALIZED, UNINITIALIZED_MESSAGE)
+
+
+def shut_down_meanwhile(call: str) -> OffloadError:
+    """The error of a call that raced the last olShutDown and lost: what it made was undone."""
+    return OffloadError(ErrorCode.UNINITIALIZED, f"{call}: the runtime was shut down (olShutDown) while this call "
+                                                 f"ran; what it created has been released")
 
 
 def init(platforms: Iterable[PlatformBackend] | None) -> None:

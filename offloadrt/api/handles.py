@@ -41,7 +41,8 @@ class Device:
     ``olShutDown`` must drain and unload.
     """
 
-    __slots__ = ("platform", "_gdev", "is_host", "parked", "live_queues", "programs", "lock", "__weakref__")
+    __slots__ = ("platform", "_gdev", "is_host", "parked", "live_queues", "programs", "lock", "closed",
+                 "__weakref__")
 
     def __init__(self, platform: Platform, gdev: GenericDevice):
         self.platform = platform
@@ -50,7 +51,8 @@ class Device:
         self.parked: list[AsyncInfo] = []
         self.live_queues: set[Queue] = set()
         self.programs: set[Program] = set()
-        self.lock = threading.Lock()  # guards parked, live_queues and programs
+        self.lock = threading.Lock()  # guards parked, live_queues, programs and closed
+        self.closed = False  # the last olShutDown drained it: queues and programs made later are undone
 
     def __repr__(self) -> str:
         gdev = self._gdev

@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..types import MEM_INFO_KINDS, AllocType, MemInfo
 from ._info import value_size
-from ._state import Allocation, Context, entry_point
+from ._state import Allocation, Context, entry_point, shut_down_meanwhile
 from .handles import Device, Queue, bad_handle, enum_value, live_device, live_queue, payload, pointer, size_value
 
 
@@ -20,7 +20,9 @@ def olMemAlloc(ctx: Context, device: Device, alloc_type: AllocType, size: int) -
     if size == 0:
         raise OffloadError(ErrorCode.INVALID_SIZE, "size must not be zero")
     address = gdev.data_alloc(size, kind)
-    ctx.allocations.add(Allocation(address, size, device, kind))
+    if not ctx.allocations.add(Allocation(address, size, device, kind)):
+        gdev.data_delete(address, kind)
+        raise shut_down_meanwhile("olMemAlloc")
     return address
 
 
@@ -39,7 +41,7 @@ def olMemFree(ctx: Context, address: int) -> None:
     try:
         gdev.data_delete(alloc.base, alloc.kind)
     except OffloadError:
-        ctx.allocations.add(alloc)
+        ctx.allocations.add(alloc)  # still allocated: it can be freed again (or by the last olShutDown)
         raise
 
 
@@ -120,7 +122,8 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
 
     Host memory is named with the host device. With a queue the copy runs in queue order
     and the queue must belong to the device doing the copy (the non-host side); without one
-    the copy is done when the call returns.
+    the copy is done when the call returns. A range that starts inside an ``olMemAlloc``
+    allocation must end inside it (``INVALID_SIZE`` otherwise).
     """
     dst_gdev = live_device(dst_device, "dst_device")
     src_gdev = live_device(src_device, "src_device")
@@ -137,6 +140,9 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
     ai = _queue_for(queue, performer, "the copy")
     if size == 0:
         return
+    if ctx.validate:
+        _check_side(ctx, dst, dst_device, size, "olMemcpy destination")
+        _check_side(ctx, src, src_device, size, "olMemcpy source")
     if dst_device.is_host and src_device.is_host:
         dst_gdev.data_memcpy(dst, src, size, ai)
     elif dst_device.is_host:
@@ -149,6 +155,15 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
         src_gdev.data_exchange(src, dst_gdev, dst, size, ai)
     else:
         _bounce_copy(ctx, dst, dst_gdev, src, src_gdev, size, ai)
+
+
+def _check_side(ctx: Context, address: int, device: Device, size: int, what: str) -> None:
+    """One side of a copy: within its allocation, and not GPU memory named as host memory."""
+    alloc = ctx.allocations.check_range(address, size, what)
+    if alloc is not None and device.is_host and alloc.kind is AllocType.DEVICE and not alloc.device.is_host:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} {address:#x} is device memory of {alloc.device!r}, which the host cannot "
+                           f"reach; name {alloc.device!r} as its device")
 
 
 def _bounce_copy(ctx: Context, dst: int, dst_gdev: Any, src: int, src_gdev: Any, size: int, ai: Any) -> None:
@@ -171,7 +186,8 @@ def olMemFill(ctx: Context, queue: Queue | None, ptr: int, pattern: bytes, fill_
 
     ``fill_size`` must be a multiple of the pattern's length. With a queue the fill runs in
     queue order on the queue's device; without one it is done when the call returns, on the
-    device that owns ``ptr`` (the host device for plain host memory).
+    device that owns ``ptr`` (the host device for plain host memory). A fill that starts
+    inside an ``olMemAlloc`` allocation must end inside it (``INVALID_SIZE`` otherwise).
     """
     if queue is not None:
         ai = live_queue(queue)
@@ -191,7 +207,7 @@ def olMemFill(ctx: Context, queue: Queue | None, ptr: int, pattern: bytes, fill_
                                f"fill_size {fill_size} is not a multiple of the pattern size {len(pattern)}")
     elif not pattern:
         return
-    alloc = ctx.allocations.find(ptr)
+    alloc = ctx.allocations.check_range(ptr, fill_size, "olMemFill") if ctx.validate else ctx.allocations.find(ptr)
     if alloc is not None:
         if device is not None and alloc.device is not device:
             raise OffloadError(ErrorCode.INVALID_DEVICE,

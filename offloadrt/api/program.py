@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ErrorCode, OffloadError
-from ._state import Context, entry_point
+from ._state import Context, entry_point, shut_down_meanwhile
 from .handles import Device, Program, live_device, live_program, payload
 
 
@@ -15,7 +15,14 @@ def olCreateProgram(ctx: Context, device: Device, image: bytes) -> Program:
     assert isinstance(device, Device)
     program = Program(device, gdev.load_binary(data))
     with device.lock:
-        device.programs.add(program)
+        closed = device.closed
+        if not closed:
+            device.programs.add(program)
+    if closed:
+        image, program._image = program._image, None
+        assert image is not None
+        gdev.unload_binary(image)
+        raise shut_down_meanwhile("olCreateProgram")
     return program
 
 

@@ -9,7 +9,7 @@ from ..errors import ErrorCode, OffloadError
 from ..plugins.resources import AsyncInfo, GenericEvent
 from ..types import QUEUE_INFO_KINDS, QueueInfo
 from ._info import value_size
-from ._state import Context, entry_point, release_backend_queue
+from ._state import Context, entry_point, release_backend_queue, shut_down_meanwhile
 from .handles import Device, Event, Queue, bad_handle, enum_value, live_device, live_event, live_queue
 
 # Destroyed-but-busy backend queues a device keeps before olCreateQueue waits for the oldest.
@@ -64,7 +64,13 @@ def olCreateQueue(ctx: Context, device: Device) -> Queue:
     queue = Queue(device, ai)
     ai.owner = queue
     with device.lock:
-        device.live_queues.add(queue)
+        closed = device.closed
+        if not closed:
+            device.live_queues.add(queue)
+    if closed:
+        queue._ai = None
+        release_backend_queue(gdev, ai)
+        raise shut_down_meanwhile("olCreateQueue")
     return queue
 
 
@@ -108,7 +114,8 @@ def olWaitEvents(ctx: Context, queue: Queue, events: Sequence[Event]) -> None:
     """Make later work on ``queue`` wait for every event in ``events``.
 
     Events of ``queue`` itself are already ordered and skipped. If an event's queue fails,
-    ``queue`` fails too, naming the queue that failed first.
+    ``queue`` fails too, naming the queue that failed first; the call itself succeeds whatever
+    the order of the events (only a queue that had failed before the call raises ``QUEUE_ERROR``).
     """
     ai = live_queue(queue)
     if events is None:
@@ -127,9 +134,13 @@ def olWaitEvents(ctx: Context, queue: Queue, events: Sequence[Event]) -> None:
         backend_events.append((event, live_event(event, f"events[{index}]")))
     assert isinstance(queue, Queue)
     gdev = ai.device
+    if ai.failure is not None:
+        raise ai.failure.queue_error()
     for event, ev in backend_events:
         if event.queue is queue:
             continue
+        if ai.failure is not None:
+            break  # an earlier event's failure is the queue's now: waiting longer changes nothing
         if event.device is queue.device or ev.device.plugin is gdev.plugin:  # type: ignore[attr-defined]
             gdev.wait_event(ev, ai)  # type: ignore[attr-defined]
         else:

@@ -17,7 +17,16 @@ from typing import Any
 from .. import __version__
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, PlatformBackend
-from .host_exec import KERNEL, KERNEL_PROTOTYPE, GroupPool, HostEvent, HostQueue, LaunchStruct
+from .host_exec import (
+    KERNEL,
+    KERNEL_PROTOTYPE,
+    GroupPool,
+    HostEvent,
+    HostQueue,
+    LaunchStruct,
+    after_queued_work,
+    program_gone,
+)
 from .host_info import compute_units, host_device_info
 from .host_loader import check_image, dlclose, dlopen_image, is_loadable, read_symbols
 from .image import DeviceImage, GenericKernel, GlobalVariable
@@ -67,7 +76,16 @@ class HostImage(DeviceImage):
 
     Unloading waits (without blocking the caller) for work that may still call into it: each
     queue that is busy at unload time gets a marker, and a synchronous launch in progress on
-    another thread holds the image; dlclose runs when the last of them lets go.
+    another thread holds the image; dlclose runs when the last of them lets go, so launches
+    queued before ``olDestroyProgram`` still run.
+
+    A launch that races the unload (queued after the unload looked at the queues) must not
+    run, and the launch path takes no lock to prevent the race. A queue reaching a launch asks
+    :meth:`may_run`: ``unloaded`` is set before the busy queues are looked at, so while it is
+    False the unload will find this queue busy (an item stays queued until it has run) and
+    close behind the launch. Once it is True, the launch runs only if its queue was marked and
+    has not passed its marker yet: the marker is then behind the launch. A synchronous launch
+    holds the image first and checks ``unloaded`` second, with the same effect.
     """
 
     def __init__(self, device: HostDevice, image: bytes, lib: ctypes.CDLL, symbols: dict[str, Any]):
@@ -77,6 +95,15 @@ class HostImage(DeviceImage):
         self._holds = 0
         self._closing = False
         self._hold_lock = threading.Lock()  # guards _holds and _closing
+        self.marked: frozenset[HostQueue] | None = None  # the queues that got a marker, once unloading
+        self.passed: set[HostQueue] = set()  # marked queues whose marker has run
+
+    def may_run(self, queue: HostQueue) -> bool:
+        """Whether a launch of this image that ``queue`` reached now may call into it (see above)."""
+        if not self.unloaded:
+            return True
+        marked = self.marked
+        return marked is None or (queue in marked and queue not in self.passed)
 
     def hold(self) -> None:
         with self._hold_lock:
@@ -89,13 +116,18 @@ class HostImage(DeviceImage):
         if close:
             dlclose(self.lib)
 
+    def _marker(self, queue: HostQueue, _failure: object = None) -> None:
+        self.passed.add(queue)
+        self.release()
+
     def close(self, busy_queues: list[HostQueue]) -> None:
+        self.marked = frozenset(busy_queues)
         with self._hold_lock:
             self._closing = True
             self._holds += len(busy_queues)
             close_now = self._holds == 0
         for queue in busy_queues:
-            queue.submit(self.release, None, self.release)
+            queue.submit(self._marker, queue, self._marker)
         if close_now:
             dlclose(self.lib)
 
@@ -118,7 +150,8 @@ class HostDevice(GenericDevice):
         self.groups = GroupPool(compute_units())
         self.queues: set[HostQueue] = set()  # every backend queue that exists
         self._stopped: list[HostQueue] = []  # destroyed queues whose threads deinit joins
-        self._queues_lock = threading.Lock()  # guards queues and _stopped
+        self._stopped_joined = False  # deinit has joined _stopped: later destroys join their own thread
+        self._queues_lock = threading.Lock()  # guards queues, _stopped and _stopped_joined
         # Read-only launch structs of one-group launches without work-group memory, by group size.
         self._launch_structs: dict[Dim3, tuple[LaunchStruct, int]] = {}
 
@@ -127,6 +160,7 @@ class HostDevice(GenericDevice):
         self.groups.shutdown(wait=True)
         with self._queues_lock:
             stopped, self._stopped = self._stopped, []
+            self._stopped_joined = True
         stuck = [queue for queue in stopped if not queue.join(timeout=10.0)]
         if stuck:
             raise OffloadError(ErrorCode.BACKEND_FAILURE,
@@ -147,7 +181,14 @@ class HostDevice(GenericDevice):
         return out.value or 0
 
     def _free_impl(self, ptr: int, kind: AllocType) -> None:
-        _free(ptr)
+        """Free now, or, while queues hold work that may still use the memory, once they finished it
+        (a GPU driver's free waits for the device; this waits without blocking the caller)."""
+        with self._queues_lock:
+            busy = [queue for queue in self.queues if queue._items]
+        if busy:
+            after_queued_work(busy, _free, ptr)
+        else:
+            _free(ptr)
 
     def _data_lock_impl(self, ptr: int, size: int) -> int:
         return ptr  # the host device works on host memory in place: nothing to pin or map
@@ -217,8 +258,10 @@ class HostDevice(GenericDevice):
         if queue is None:
             image = kernel.image
             assert isinstance(image, HostImage)
-            image.hold()
+            image.hold()  # before the check: an unload that starts now sees the hold and waits for it
             try:
+                if image.unloaded:
+                    raise program_gone(kernel.name)
                 self.groups.run(kernel.fn, args, num_groups, group_size, dyn_shared_memory, kernel.name)
             finally:
                 image.release()
@@ -233,8 +276,8 @@ class HostDevice(GenericDevice):
                 if queue._sleeping:  # type: ignore[attr-defined]
                     queue.wake()  # type: ignore[attr-defined]
                 return
-        queue.submit(_launch_item, (self.groups, kernel, args, num_groups, group_size,  # type: ignore[attr-defined]
-                                    dyn_shared_memory))
+        queue.submit(_launch_item, (queue, self.groups, kernel, args, num_groups,  # type: ignore[attr-defined]
+                                    group_size, dyn_shared_memory))
 
     def _prepare_launch_struct(self, group_size: Dim3) -> tuple[LaunchStruct, int] | None:
         """A shared read-only struct for one-group launches of ``group_size`` (kept forever)."""
@@ -257,8 +300,12 @@ class HostDevice(GenericDevice):
             self.queues.discard(queue)
             if len(self._stopped) >= 64:
                 self._stopped = [q for q in self._stopped if q.is_alive()]
-            self._stopped.append(queue)
+            joined = self._stopped_joined
+            if not joined:
+                self._stopped.append(queue)
         queue.stop()
+        if joined:  # a queue of a call that raced de-init, destroyed after it joined the others
+            queue.join(timeout=10.0)
 
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue)
@@ -307,8 +354,10 @@ class HostDevice(GenericDevice):
         return (end.time_ns - start.time_ns) / 1e6
 
 
-def _launch_item(job: tuple[GroupPool, HostKernel, bytes | None, Dim3, Dim3, int]) -> None:
-    groups, kernel, args, num_groups, group_size, dyn = job
+def _launch_item(job: tuple[HostQueue, GroupPool, HostKernel, bytes | None, Dim3, Dim3, int]) -> None:
+    queue, groups, kernel, args, num_groups, group_size, dyn = job
+    if not kernel.image.may_run(queue):  # type: ignore[attr-defined]
+        raise program_gone(kernel.name)
     groups.run(kernel.fn, args, num_groups, group_size, dyn, kernel.name)
 
 

@@ -90,6 +90,11 @@ def kernel_fault(name: str, status: int, group: tuple[int, int, int]) -> Offload
                         f"kernel '{name}' faulted: it returned {status} in work-group {group}")
 
 
+def program_gone(name: str) -> OffloadError:
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"kernel '{name}' did not run: its program was destroyed before the launch could start")
+
+
 def _open_latch(latch: _Latch) -> None:
     latch.open()
 
@@ -181,9 +186,13 @@ class HostQueue(AsyncInfo):
             if failure is None:
                 try:
                     if tag is kernel_tag:
-                        status = run.fn(arg, extra)
-                        if status:
-                            self.fail(kernel_fault(run.name, status, (0, 0, 0)))
+                        # A launch racing olDestroyProgram must not call into a closed library (HostImage).
+                        if run.image.unloaded and not run.image.may_run(self):
+                            self.fail(program_gone(run.name))
+                        else:
+                            status = run.fn(arg, extra)
+                            if status:
+                                self.fail(kernel_fault(run.name, status, (0, 0, 0)))
                     else:
                         run(arg)
                 except OffloadError as exc:
@@ -195,6 +204,28 @@ class HostQueue(AsyncInfo):
             elif tag is call_tag and extra is not None:
                 extra(arg, failure)
             items.popleft()
+
+
+def after_queued_work(queues: list[HostQueue], action: Callable[[Any], object], arg: Any) -> None:
+    """Run ``action(arg)`` once each of ``queues`` has finished (or skipped) the work it holds now.
+
+    It runs on the thread of the queue that gets there last, or at once when ``queues`` is empty.
+    """
+    if not queues:
+        action(arg)
+        return
+    left = [len(queues)]
+    lock = threading.Lock()  # guards left
+
+    def arrive(_arg: object = None, _failure: object = None) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            action(arg)
+
+    for queue in queues:
+        queue.submit(arrive, None, arrive)
 
 
 class _GroupJob:

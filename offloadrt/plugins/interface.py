@@ -53,6 +53,7 @@ class GenericDevice(ABC):
         self.max_local_memory = 0
         self._valid_shapes: set[tuple[Dim3, Dim3, int]] = set()  # launch shapes that passed the checks
         self.initialized = False
+        self.closing = False  # de-init has begun: nothing new may be loaded
 
     # ---- lifecycle -------------------------------------------------------------------------
     def init(self) -> None:
@@ -77,6 +78,7 @@ class GenericDevice(ABC):
         """Unload every image, destroy the pools, release the device; return every error."""
         errors: list[OffloadError] = []
         with self._images_lock:
+            self.closing = True  # a load racing this de-init unloads its image itself
             images = list(self.loaded_images)
         for image in images:
             try:
@@ -169,7 +171,14 @@ class GenericDevice(ABC):
             raise OffloadError(ErrorCode.INVALID_BINARY, "the program image is empty")
         loaded = self._load_binary_impl(bytes(image))
         with self._images_lock:
-            self.loaded_images.append(loaded)
+            closing = self.closing
+            if not closing:
+                self.loaded_images.append(loaded)
+        if closing:
+            loaded.unloaded = True
+            self._unload_binary_impl(loaded)
+            raise OffloadError(ErrorCode.UNINITIALIZED, "the device was de-initialised (olShutDown) while the "
+                                                        "program was being loaded")
         return loaded
 
     def unload_binary(self, image: DeviceImage) -> None:

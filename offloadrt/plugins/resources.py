@@ -77,13 +77,20 @@ class GenericEvent:
 R = TypeVar("R")
 
 
+def _closed_pool(name: str) -> OffloadError:
+    return OffloadError(ErrorCode.UNINITIALIZED, f"the device was de-initialised (olShutDown) while a {name} was "
+                                                 f"being created")
+
+
 class ResourcePool(Generic[R]):
     """A LIFO pool of backend resources (queues, events) that grows on demand.
 
     ``acquire`` hands out a pooled resource or creates one; ``release`` puts it back;
     ``discard`` destroys one that must not be reused. ``deinit`` destroys what is pooled and
     warns about resources never returned (they are leaked, never freed while in use), unless
-    ``warn_missing`` is off for resources that die with their device anyway.
+    ``warn_missing`` is off for resources that die with their device anyway. After ``deinit``
+    the pool is closed: a resource released later is destroyed, and ``acquire`` fails, so a
+    call racing the last ``olShutDown`` cannot leave a resource (a queue thread) behind.
     """
 
     def __init__(self, name: str, create: Callable[[], R], destroy: Callable[[R], None], warn_missing: bool = True):
@@ -92,21 +99,32 @@ class ResourcePool(Generic[R]):
         self._create = create
         self._destroy = destroy
         self._free: list[R] = []
-        self._lock = threading.Lock()  # guards _free and live
+        self._lock = threading.Lock()  # guards _free, live and closed
         self.live = 0  # resources that exist: pooled plus handed out
+        self.closed = False  # set by deinit: later releases destroy, acquires fail
 
     def acquire(self) -> R:
         with self._lock:
             if self._free:
                 return self._free.pop()
+            if self.closed:
+                raise _closed_pool(self.name)
         resource = self._create()
         with self._lock:
-            self.live += 1
-        return resource
+            if not self.closed:
+                self.live += 1
+                return resource
+        self._destroy(resource)  # the device was de-initialised while this one was made
+        raise _closed_pool(self.name)
 
     def release(self, resource: R) -> None:
+        """Pool ``resource`` again; once the pool is closed (the device de-initialised), destroy it."""
         with self._lock:
-            self._free.append(resource)
+            if not self.closed:
+                self._free.append(resource)
+                return
+            self.live -= 1
+        self._destroy(resource)
 
     def discard(self, resource: R) -> None:
         with self._lock:
@@ -120,6 +138,7 @@ class ResourcePool(Generic[R]):
     def deinit(self) -> list[OffloadError]:
         """Destroy every pooled resource; return the errors instead of stopping at the first."""
         with self._lock:
+            self.closed = True
             free, self._free = self._free, []
             missing = self.live - len(free)
             self.live = missing
