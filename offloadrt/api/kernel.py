@@ -81,12 +81,19 @@ def _bad_launch_args(value: object) -> OffloadError:
                         f"launch_size_args must be a KernelLaunchSizeArgs, got {type(value).__name__}")
 
 
-def _launch_handle_error(queue: object, device: object, kernel: object) -> OffloadError:
-    """The specific error for handles that failed olLaunchKernel's combined fast check."""
+def _launch_handle_error(queue: object, device: object, kernel: object, launch_size_args: object) -> OffloadError:
+    """The specific error for arguments that failed olLaunchKernel's combined fast check, found in
+    the order of LLVM 22's header: the handles, the launch sizes, then the queue and the kernel's kind."""
     try:
+        if device is None:
+            return bad_handle(device, Device, "device")
+        if kernel is None:
+            return bad_handle(kernel, Symbol, "kernel")
         live_device(device)
         if type(kernel) is not Symbol:
             return bad_handle(kernel, Symbol, "kernel")
+        if launch_size_args is None:
+            return _bad_launch_args(launch_size_args)
         if kernel.kind is not _KERNEL:
             return OffloadError(ErrorCode.SYMBOL_KIND, f"{kernel.name!r} is a {kernel.kind.name}, not a kernel")
         if queue is not None:
@@ -113,11 +120,11 @@ def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Sy
     # One combined check on the hot path; _launch_handle_error names the culprit.
     if (type(device) is not Device or type(kernel) is not Symbol or kernel.kind is not _KERNEL
             or kernel.device is not device or device._gdev is None):
-        raise _launch_handle_error(queue, device, kernel)
+        raise _launch_handle_error(queue, device, kernel, launch_size_args)
     if queue is None:
         ai = None
     elif type(queue) is not Queue or queue.device is not device or queue._ai is None:
-        raise _launch_handle_error(queue, device, kernel)
+        raise _launch_handle_error(queue, device, kernel, launch_size_args)
     else:
         ai = queue._ai
     if type(launch_size_args) is not KernelLaunchSizeArgs:

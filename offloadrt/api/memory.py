@@ -14,11 +14,11 @@ from .handles import Device, Queue, bad_handle, enum_value, live_device, live_qu
 @entry_point
 def olMemAlloc(ctx: Context, device: Device, alloc_type: AllocType, size: int) -> int:
     """Allocate ``size`` bytes of ``alloc_type`` memory on ``device``; returns its address."""
-    gdev = live_device(device)
-    kind = enum_value(AllocType, alloc_type, "alloc_type")
-    size = size_value(size, "size")
+    size = size_value(size, "size")  # checks in the order of LLVM 22's header: size, then handle
     if size == 0:
         raise OffloadError(ErrorCode.INVALID_SIZE, "size must not be zero")
+    gdev = live_device(device)
+    kind = enum_value(AllocType, alloc_type, "alloc_type")
     address = gdev.data_alloc(size, kind)
     if not ctx.allocations.add(Allocation(address, size, device, kind)):
         gdev.data_delete(address, kind)
@@ -189,6 +189,15 @@ def olMemFill(ctx: Context, queue: Queue | None, ptr: int, pattern: bytes, fill_
     device that owns ``ptr`` (the host device for plain host memory). A fill that starts
     inside an ``olMemAlloc`` allocation must end inside it (``INVALID_SIZE`` otherwise).
     """
+    # checks in the order of LLVM 22's header: the size rule, then the queue, then the pointers
+    fill_size = size_value(fill_size, "fill_size")
+    pattern = payload(pattern, "pattern")
+    if ctx.validate:
+        if not pattern:
+            raise OffloadError(ErrorCode.INVALID_SIZE, "pattern must not be empty")
+        if fill_size % len(pattern):
+            raise OffloadError(ErrorCode.INVALID_SIZE,
+                               f"fill_size {fill_size} is not a multiple of the pattern size {len(pattern)}")
     if queue is not None:
         ai = live_queue(queue)
         assert isinstance(queue, Queue)
@@ -197,15 +206,7 @@ def olMemFill(ctx: Context, queue: Queue | None, ptr: int, pattern: bytes, fill_
         ai = None
         device = None
     ptr = pointer(ptr, "ptr")
-    pattern = payload(pattern, "pattern")
-    fill_size = size_value(fill_size, "fill_size")
-    if ctx.validate:
-        if not pattern:
-            raise OffloadError(ErrorCode.INVALID_SIZE, "pattern must not be empty")
-        if fill_size % len(pattern):
-            raise OffloadError(ErrorCode.INVALID_SIZE,
-                               f"fill_size {fill_size} is not a multiple of the pattern size {len(pattern)}")
-    elif not pattern:
+    if not pattern:
         return
     alloc = ctx.allocations.check_range(ptr, fill_size, "olMemFill") if ctx.validate else ctx.allocations.find(ptr)
     if alloc is not None:
