@@ -144,6 +144,7 @@ class HostDevice(GenericDevice):
     """The CPU as an offload device."""
 
     _queue_numbers = itertools.count()
+    host_allocations_pinned = False  # all its memory is plain host memory: registering is free anyway
     LAUNCH_STRUCT_CACHE = 1024
 
     def _init_impl(self) -> None:

@@ -12,7 +12,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
@@ -34,6 +34,10 @@ def _unsupported(what: str) -> OffloadError:
 
 class GenericDevice(ABC):
     """One device of a plugin. Public methods validate and delegate to ``_*_impl`` hooks."""
+
+    #: ``HOST`` allocations are pinned by the backend already (a GPU's): registering memory inside
+    #: one must count a user instead of pinning it again
+    host_allocations_pinned: ClassVar[bool] = True
 
     def __init__(self, plugin: GenericPlugin, device_id: int):
         self.plugin = plugin
@@ -110,13 +114,13 @@ class GenericDevice(ABC):
         ptr = self._alloc_impl(size, kind)
         if not ptr:
             raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"failed to allocate {size} bytes of {kind.name} memory")
-        if kind is AllocType.HOST:  # pinned already: registering inside it only counts a user
-            self.registrations.add_owned(ptr, size)
+        if kind is AllocType.HOST and self.host_allocations_pinned:
+            self.registrations.add_owned(ptr, size)  # registering inside it only counts a user
         return ptr
 
     def data_delete(self, ptr: int, kind: AllocType) -> None:
         self._free_impl(ptr, kind)
-        if kind is AllocType.HOST:
+        if kind is AllocType.HOST and self.host_allocations_pinned:
             self.registrations.remove_owned(ptr)
 
     def data_lock(self, ptr: int, size: int) -> int:
