@@ -22,7 +22,6 @@ from ..plugins import create_plugins
 from ..types import AllocType, PlatformBackend
 from .handles import Device, Platform
 
-
 _bisect_right = bisect.bisect_right
 
 
