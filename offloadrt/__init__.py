@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from .errors import ErrorCode, OffloadError, OffloadWarning  # noqa: E402
 from .types import (  # noqa: E402
     AllocType,
+    CodeLocation,
     DeviceInfo,
     DeviceType,
     Dimensions,
@@ -24,7 +25,7 @@ from .types import (  # noqa: E402
 )
 
 __all__ = [
-    "AllocType", "DeviceInfo", "DeviceType", "Dimensions", "ErrorCode", "EventInfo", "FpCapabilityFlag",
+    "AllocType", "CodeLocation", "DeviceInfo", "DeviceType", "Dimensions", "ErrorCode", "EventInfo", "FpCapabilityFlag",
     "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend", "PlatformInfo",
     "QueueInfo", "SymbolInfo", "SymbolKind", "__version__",
 ]

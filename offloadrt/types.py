@@ -154,6 +154,20 @@ class KernelLaunchSizeArgs:
         object.__setattr__(self, name, value)
 
 
+@dataclass(frozen=True)
+class CodeLocation:
+    """``ol_code_location_t``: where in the caller's source an ``ol*WithCodeLoc`` call was made."""
+
+    function_name: str = ""
+    source_file: str = ""
+    line_number: int = 0
+    column_number: int = 0
+
+    def __str__(self) -> str:
+        place = f"{self.source_file}:{self.line_number}:{self.column_number}"
+        return f"{place} ({self.function_name})" if self.function_name else place
+
+
 class ValueKind(IntEnum):
     """The C type of an info value; it fixes the size ``olGetXInfoSize`` reports."""
 

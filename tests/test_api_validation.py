@@ -26,6 +26,7 @@ from conftest import Gate, all_devices, expect_error, launch_args, u32_view
 
 from offloadrt import (
     AllocType,
+    CodeLocation,
     DeviceInfo,
     DeviceType,
     Dimensions,
@@ -195,11 +196,52 @@ def replaced(args: tuple[Any, ...], position: int, value: object) -> tuple[Any, 
 # ---- the API surface and UNINITIALIZED --------------------------------------------------------------
 
 def test_api_exports_exactly_the_contract_entry_points() -> None:
-    exported = {name for name in api.__all__ if name.startswith("ol")}
+    exported = {name for name in api.__all__ if name.startswith("ol") and not name.endswith("WithCodeLoc")}
     assert exported == set(CONTRACT_ENTRY_POINTS)
     for name in exported:
         assert callable(getattr(api, name)), name
         assert getattr(api, name).__name__ == name
+
+
+def test_every_entry_point_has_its_with_code_loc_variant() -> None:
+    """LLVM 22 pairs each ``olX`` with ``olXWithCodeLoc(..., CodeLocation)``; so does offloadrt."""
+    variants = {name for name in api.__all__ if name.endswith("WithCodeLoc")}
+    assert variants == {f"{name}WithCodeLoc" for name in CONTRACT_ENTRY_POINTS}
+    for name in CONTRACT_ENTRY_POINTS:
+        if name == "olInit":
+            continue
+        plain = list(inspect.signature(getattr(api, name)).parameters)
+        variant = list(inspect.signature(getattr(api, f"{name}WithCodeLoc")).parameters)
+        assert variant == [*plain, "code_location"], name
+
+
+def test_with_code_loc_variants_behave_as_the_plain_calls_and_trace_the_location() -> None:
+    location = CodeLocation("main", "app.c", 12, 3)
+    with pytest.raises(OffloadError) as info:
+        api.olMemFreeWithCodeLoc(0x1234, location)
+    assert info.value.code == ErrorCode.UNINITIALIZED
+    api.olInitWithCodeLoc(location)
+    try:
+        expect(ErrorCode.INVALID_ARGUMENT, api.olMemFreeWithCodeLoc, 0x1234, location)
+        expect(ErrorCode.INVALID_ARGUMENT, api.olMemFreeWithCodeLoc, 0x1234, None)
+        expect(ErrorCode.INVALID_ARGUMENT, api.olMemFreeWithCodeLoc, 0x1234, "app.c:12")
+        devices: list[api.Device] = []
+        api.olIterateDevicesWithCodeLoc(lambda device, _: devices.append(device), None, location)
+        assert devices
+    finally:
+        api.olShutDownWithCodeLoc(location)
+    traced = run_script("""
+        import offloadrt
+        from offloadrt import api
+        api.olInit()
+        try:
+            api.olMemFreeWithCodeLoc(0x1234, offloadrt.CodeLocation("main", "app.c", 12, 3))
+        except offloadrt.OffloadError:
+            pass
+        api.olShutDown()
+    """, OFFLOAD_TRACE="1")
+    assert traced.returncode == 0, traced.stderr
+    assert "olMemFree at app.c:12:3 (main)" in traced.stderr
 
 
 def test_entry_point_signatures_are_the_contracts(runtime: None) -> None:
@@ -220,7 +262,8 @@ def call_with_dummies(name: str) -> Any:
 
 
 def assert_everything_uninitialized() -> None:
-    names = sorted(name for name in api.__all__ if name.startswith("ol") and name != "olInit")
+    names = sorted(name for name in api.__all__
+                   if name.startswith("ol") and not name.startswith("olInit") and not name.endswith("WithCodeLoc"))
     assert len(names) == len(CONTRACT_ENTRY_POINTS) - 1
     for name in names:
         with pytest.raises(OffloadError) as info:

@@ -15,7 +15,7 @@ from .event import (
     olSyncEvent,
 )
 from .handles import Device, Event, Platform, Program, Queue, Symbol
-from .init import olInit, olShutDown
+from .init import olInit, olInitWithCodeLoc, olShutDown
 from .kernel import (
     olCalculateOptimalOccupancy,
     olGetSymbol,
@@ -57,3 +57,10 @@ __all__ = [
     "olLaunchHostFunction", "olLaunchKernel", "olMemAlloc", "olMemcpy", "olMemFill", "olMemFree",
     "olMemRegister", "olMemUnregister", "olQueryQueue", "olShutDown", "olSyncEvent", "olSyncQueue", "olWaitEvents",
 ]
+
+# LLVM 22's ``ol<Name>WithCodeLoc`` variants: the same calls with a trailing ``code_location``.
+_ENTRY_POINTS = [name for name in __all__ if name.startswith("ol") and name != "olInit"]
+for _name in _ENTRY_POINTS:
+    globals()[f"{_name}WithCodeLoc"] = globals()[_name].with_code_location
+__all__ += [f"{name}WithCodeLoc" for name in _ENTRY_POINTS] + ["olInitWithCodeLoc"]
+del _name

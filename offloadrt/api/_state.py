@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..plugins import create_plugins
-from ..types import AllocType, PlatformBackend
+from ..types import AllocType, CodeLocation, PlatformBackend
 from .handles import Device, Platform
 
 _bisect_right = bisect.bisect_right
@@ -284,9 +284,11 @@ def _format_value(value: Any) -> str:
     return repr(value)
 
 
-def _traced(name: str, impl: Callable[..., Any], ctx: Context, names: tuple[str, ...], args: tuple[Any, ...]) -> Any:
+def _traced(name: str, impl: Callable[..., Any], ctx: Context, names: tuple[str, ...], args: tuple[Any, ...],
+            location: CodeLocation | None = None) -> Any:
     shown = ", ".join(f"{n}={_format_value(v)}" for n, v in zip(names, args))
-    print(f"---> {name}", file=sys.stderr, flush=True)
+    where = f" at {location}" if location is not None else ""
+    print(f"---> {name}{where}", file=sys.stderr, flush=True)
     try:
         result = impl(ctx, *args)
     except OffloadError as exc:
@@ -296,6 +298,14 @@ def _traced(name: str, impl: Callable[..., Any], ctx: Context, names: tuple[str,
     print(f"{name}({shown})-> {'OL_SUCCESS' if result is None else _format_value(result)}",
           file=sys.stderr, flush=True)
     return result
+
+
+def code_location(value: object) -> CodeLocation | None:
+    """The ``code_location`` argument of a ``...WithCodeLoc`` call: a CodeLocation or None (NULL)."""
+    if value is None or type(value) is CodeLocation:
+        return value
+    raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                       f"code_location must be an offloadrt.CodeLocation or None, got {type(value).__name__}")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -328,5 +338,39 @@ def entry_point(impl: Callable[..., Any]) -> Callable[..., Any]:
     public.__qualname__ = name
     public.__signature__ = inspect.signature(impl).replace(parameters=params)
     public.__offloadrt_impl__ = impl
+    public.with_code_location = _code_location_variant(impl, params, defaults)
     return public  # type: ignore[no-any-return]
+
+
+def _code_location_variant(impl: Callable[..., Any], params: list[inspect.Parameter],
+                           defaults: dict[str, Any]) -> Callable[..., Any]:
+    """``<name>WithCodeLoc``: the same call with a trailing ``code_location`` (LLVM 22's variants);
+    the location shows in the ``OFFLOAD_TRACE`` output."""
+    names = tuple(p.name for p in params)
+    name = f"{impl.__name__}WithCodeLoc"
+    signature = ", ".join([*(f"{p.name}=_default_{p.name}" if f"_default_{p.name}" in defaults else p.name
+                             for p in params), "code_location=None"])
+    call = ", ".join(names)
+    source = (
+        f"def {name}({signature}):\n"
+        f"    ctx = _STATE.context\n"
+        f"    if ctx is None:\n"
+        f"        raise _uninitialized()\n"
+        f"    location = _code_location(code_location)\n"
+        f"    if ctx.trace:\n"
+        f"        return _traced({impl.__name__!r}, _impl, ctx, _names, ({call}{',' if len(names) == 1 else ''}),\n"
+        f"                       location)\n"
+        f"    return _impl(ctx{', ' if call else ''}{call})\n"
+    )
+    namespace: dict[str, Any] = {"_STATE": STATE, "_uninitialized": uninitialized, "_traced": _traced,
+                                 "_code_location": code_location, "_impl": impl, "_names": names, **defaults}
+    exec(compile(source, f"<offloadrt entry point {name}>", "exec"), namespace)
+    variant = namespace[name]
+    variant.__doc__ = (f"{impl.__name__} with the caller's source location (shown by OFFLOAD_TRACE); "
+                       f"``code_location`` is an :class:`offloadrt.CodeLocation` or None.")
+    variant.__module__ = impl.__module__
+    variant.__qualname__ = name
+    extra = inspect.Parameter("code_location", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+    variant.__signature__ = inspect.signature(impl).replace(parameters=[*params, extra])
+    return variant  # type: ignore[no-any-return]
 

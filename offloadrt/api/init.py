@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import ErrorCode, OffloadError
-from ..types import PlatformBackend
+from ..types import CodeLocation, PlatformBackend
 from . import _state
 from .handles import enum_value
 
@@ -28,6 +28,17 @@ def olInit(platforms: Iterable[PlatformBackend] | None = None) -> None:
     ctx = _state.STATE.context
     if ctx is not None and ctx.trace:
         print(f"---> olInit(platforms={backends!r})-> OL_SUCCESS", file=sys.stderr, flush=True)
+
+
+def olInitWithCodeLoc(code_location: CodeLocation | None = None, *,
+                      platforms: Iterable[PlatformBackend] | None = None) -> None:
+    """olInit with the caller's source location (shown by OFFLOAD_TRACE); ``code_location`` is an
+    :class:`offloadrt.CodeLocation` or None. ``platforms`` is offloadrt's extension, as for olInit."""
+    location = _state.code_location(code_location)
+    olInit(platforms)
+    ctx = _state.STATE.context
+    if location is not None and ctx is not None and ctx.trace:
+        print(f"     (olInit was called at {location})", file=sys.stderr, flush=True)
 
 
 @_state.entry_point
