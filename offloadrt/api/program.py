@@ -13,15 +13,15 @@ def olCreateProgram(ctx: Context, device: Device, image: bytes) -> Program:
     gdev = live_device(device)
     data = payload(image, "image")
     assert isinstance(device, Device)
-    program = Program(device, gdev.load_binary(data))
+    loaded = gdev.load_binary(data)
+    program = Program(device, loaded)
     with device.lock:
         closed = device.closed
         if not closed:
             device.programs.add(program)
     if closed:
-        image, program._image = program._image, None
-        assert image is not None
-        gdev.unload_binary(image)
+        program._image = None
+        gdev.unload_binary(loaded)
         raise shut_down_meanwhile("olCreateProgram")
     return program
 
