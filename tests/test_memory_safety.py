@@ -181,7 +181,9 @@ def test_a_wait_on_a_failed_event_succeeds_whatever_its_place_and_fails_the_queu
     api.olWaitEvents(waiter, [good, bad] if order == "good-bad" else [bad, good])
     error, origin = api.olGetQueueError(waiter)
     assert origin is bad_queue and error is not None
-    expect_error(ErrorCode.QUEUE_ERROR, api.olSyncQueue, waiter)
+    err = expect_error(ErrorCode.QUEUE_ERROR, api.olSyncQueue, waiter)
+    assert f"because it waited (olWaitEvents) on {bad_queue}, which failed" in err.details, err.details
+    assert "waited" not in expect_error(ErrorCode.QUEUE_ERROR, api.olSyncQueue, bad_queue).details
     # a queue that had already failed refuses new waits
     expect_error(ErrorCode.QUEUE_ERROR, api.olWaitEvents, waiter, [good])
     for q in (good_queue, bad_queue, waiter):

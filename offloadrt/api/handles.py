@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 from enum import IntEnum
@@ -16,8 +17,19 @@ if TYPE_CHECKING:
     from ..plugins.resources import AsyncInfo, GenericEvent
 
 
+# Handles are numbered per kind for the life of the process: ``Queue#12`` names the same queue in
+# reprs, error messages and OFFLOAD_TRACE lines.
+_queue_numbers = itertools.count(1)
+_event_numbers = itertools.count(1)
+_program_numbers = itertools.count(1)
+
+
 class Platform:
-    """A plugin: one backend and its devices."""
+    """A platform (one backend, such as ``host`` or ``cuda``) and its devices.
+
+    Reach it with ``olGetDeviceInfo(device, DeviceInfo.PLATFORM)``; ask about it with
+    ``olGetPlatformInfo``.
+    """
 
     __slots__ = ("_plugin", "devices", "__weakref__")
 
@@ -32,21 +44,29 @@ class Platform:
     def __repr__(self) -> str:
         return f"<Platform {self._plugin.name}>"
 
+    @property
+    def name(self) -> str:
+        return self._plugin.name
+
 
 class Device:
-    """A device of a platform.
+    """A device: the host CPU or a GPU, found with ``olIterateDevices``.
 
-    Besides the generic device it keeps what liboffload keeps per device: the parked
-    (destroyed but still busy) backend queues, and the live queues and programs that the last
-    ``olShutDown`` must drain and unload.
+    Pass it to the calls that work on a device (``olCreateQueue``, ``olMemAlloc``,
+    ``olCreateProgram``, ``olMemcpy``, ...). Its label (``host:0``, ``cuda:1``) names it in
+    messages. A device belongs to one ``olInit``..``olShutDown`` cycle; afterwards calls with it
+    fail with ``INVALID_DEVICE``.
     """
 
-    __slots__ = ("platform", "_gdev", "is_host", "parked", "live_queues", "programs", "lock", "closed",
+    # Besides the generic device it keeps what liboffload keeps per device: the parked (destroyed
+    # but still busy) backend queues, and the live queues and programs the last olShutDown drains.
+    __slots__ = ("platform", "_gdev", "label", "is_host", "parked", "live_queues", "programs", "lock", "closed",
                  "__weakref__")
 
     def __init__(self, platform: Platform, gdev: GenericDevice):
         self.platform = platform
         self._gdev: GenericDevice | None = gdev
+        self.label = f"{platform._plugin.name}:{gdev.device_id}"
         self.is_host = platform.backend == PlatformBackend.HOST
         self.parked: list[AsyncInfo] = []
         self.live_queues: set[Queue] = set()
@@ -55,58 +75,89 @@ class Device:
         self.closed = False  # the last olShutDown drained it: queues and programs made later are undone
 
     def __repr__(self) -> str:
-        gdev = self._gdev
-        state = "" if gdev is not None else " (shut down)"
-        return f"<Device {self.platform._plugin.name}:{gdev.device_id if gdev else '?'}{state}>"
+        state = "" if self._gdev is not None else " (shut down)"
+        return f"<Device {self.label}{state}>"
+
+    def __str__(self) -> str:
+        return self.label
 
 
 class Queue:
-    """An in-order queue of a device. ``_ai`` is ``None`` once it is destroyed."""
+    """An in-order queue of work on one device, made by ``olCreateQueue``.
 
-    __slots__ = ("device", "_ai", "__weakref__")
+    Work submitted to it (copies, fills, launches, host functions, event records) runs in
+    submission order and asynchronously; ``olSyncQueue`` waits for it. Destroy it with
+    ``olDestroyQueue`` (which never waits). It is ``Queue#<n>`` in messages.
+    """
+
+    # _ai is the backend queue, None once the queue is destroyed
+    __slots__ = ("device", "_ai", "number", "__weakref__")
 
     def __init__(self, device: Device, ai: AsyncInfo):
         self.device = device
         self._ai: AsyncInfo | None = ai
+        self.number = next(_queue_numbers)
 
     def __repr__(self) -> str:
         state = "" if self._ai is not None else " (destroyed)"
-        return f"<Queue {id(self):#x} on {self.device!r}{state}>"
+        return f"<Queue#{self.number} on {self.device.label}{state}>"
+
+    def __str__(self) -> str:
+        return f"Queue#{self.number} on {self.device.label}"
 
 
 class Event:
-    """A point in a queue's work. ``_ev`` is ``None`` once it is destroyed."""
+    """A point in a queue's work, made by ``olCreateEvent``: complete once the work submitted to
+    the queue before it is done.
 
-    __slots__ = ("queue", "device", "_ev", "__weakref__")
+    Wait for it with ``olSyncEvent``, make another queue wait with ``olWaitEvents``, time
+    between two with ``olGetEventElapsedTime``. It is ``Event#<n>`` in messages.
+    """
+
+    # _ev is the backend event, None once the event is destroyed
+    __slots__ = ("queue", "device", "_ev", "number", "__weakref__")
 
     def __init__(self, queue: Queue, ev: GenericEvent):
         self.queue = queue
         self.device = queue.device
         self._ev: GenericEvent | None = ev
+        self.number = next(_event_numbers)
 
     def __repr__(self) -> str:
         state = "" if self._ev is not None else " (destroyed)"
-        return f"<Event {id(self):#x} of {self.queue!r}{state}>"
+        return f"<Event#{self.number} of Queue#{self.queue.number}{state}>"
+
+    def __str__(self) -> str:
+        return f"Event#{self.number} of Queue#{self.queue.number}"
 
 
 class Program:
-    """A program loaded on a device. ``_image`` is ``None`` once it is destroyed."""
+    """Device code loaded on one device by ``olCreateProgram``; find its kernels and global
+    variables with ``olGetSymbol``. ``olDestroyProgram`` unloads it. It is ``Program#<n>`` in messages.
+    """
 
-    __slots__ = ("device", "_image", "symbols", "lock", "__weakref__")
+    # _image is the loaded image, None once the program is destroyed
+    __slots__ = ("device", "_image", "symbols", "lock", "number", "__weakref__")
 
     def __init__(self, device: Device, image: DeviceImage):
         self.device = device
         self._image: DeviceImage | None = image
         self.symbols: dict[tuple[str, SymbolKind], Symbol] = {}
         self.lock = threading.Lock()  # guards symbols
+        self.number = next(_program_numbers)
 
     def __repr__(self) -> str:
         state = "" if self._image is not None else " (destroyed)"
-        return f"<Program {id(self):#x} on {self.device!r}{state}>"
+        return f"<Program#{self.number} on {self.device.label}{state}>"
+
+    def __str__(self) -> str:
+        return f"Program#{self.number} on {self.device.label}"
 
 
 class Symbol:
-    """A kernel or global variable of a program; owned by the program, valid while it lives."""
+    """A kernel or a global variable of a program (``olGetSymbol``): launch a kernel with
+    ``olLaunchKernel``, ask a global variable its address and size with ``olGetSymbolInfo``.
+    The program owns it; it is valid while the program lives."""
 
     __slots__ = ("program", "device", "kind", "name", "_target", "__weakref__")
 
@@ -118,7 +169,7 @@ class Symbol:
         self._target = target
 
     def __repr__(self) -> str:
-        return f"<Symbol {self.kind.name.lower()} {self.name!r} of {self.program!r}>"
+        return f"<Symbol {self.kind.name.lower()} {self.name!r} of Program#{self.program.number}>"
 
 
 # ---- argument checks ---------------------------------------------------------------------------

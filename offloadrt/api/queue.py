@@ -135,7 +135,7 @@ def olWaitEvents(ctx: Context, queue: Queue, events: Sequence[Event]) -> None:
     assert isinstance(queue, Queue)
     gdev = ai.device
     if ai.failure is not None:
-        raise ai.failure.queue_error()
+        raise ai.queue_error()
     for event, ev in backend_events:
         if event.queue is queue:
             continue

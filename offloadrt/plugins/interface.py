@@ -138,32 +138,32 @@ class GenericDevice(ABC):
     def data_submit(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         """Copy ``size`` bytes from host address ``src`` to this device's ``dst``."""
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._data_submit_impl(dst, src, size, queue)
 
     def data_retrieve(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         """Copy ``size`` bytes from this device's ``src`` to host address ``dst``."""
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._data_retrieve_impl(dst, src, size, queue)
 
     def data_memcpy(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         """Copy within this device (or host to host on the host device)."""
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._data_memcpy_impl(dst, src, size, queue)
 
     def data_exchange(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                       queue: AsyncInfo | None) -> None:
         """Copy from this device's ``src`` to ``dst`` on ``dst_device`` of the same plugin."""
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._data_exchange_impl(src, dst_device, dst, size, queue)
 
     def data_fill(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
         """Write ``pattern`` repeatedly over ``size`` bytes; a partial last copy is cut short."""
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._data_fill_impl(ptr, pattern, size, queue)
 
     # ---- programs --------------------------------------------------------------------------
@@ -202,7 +202,7 @@ class GenericDevice(ABC):
         the group within the device's limits, the work-group memory within its size.
         """
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         shape = (num_groups, group_size, dyn_shared_memory)
         if shape not in self._valid_shapes:
             self._check_launch_shape(num_groups, group_size, dyn_shared_memory)
@@ -304,6 +304,7 @@ class GenericDevice(ABC):
             except OffloadError as exc:
                 queue.fail(exc)
         failure = queue.failure
+        owner = queue.owner
         if release:
             queue.owner = None
             if failure is None:
@@ -311,7 +312,7 @@ class GenericDevice(ABC):
             else:
                 self._drop_queue(queue)
         if failure is not None:
-            raise failure.queue_error()
+            raise failure.queue_error(owner)
 
     def query_async(self, queue: AsyncInfo) -> bool:
         """True when all work submitted to ``queue`` is done; raises if it failed."""
@@ -321,7 +322,7 @@ class GenericDevice(ABC):
             except OffloadError as exc:
                 queue.fail(exc)
         if queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         return done
 
     def has_pending_work(self, queue: AsyncInfo) -> bool:
@@ -334,14 +335,14 @@ class GenericDevice(ABC):
 
     def enqueue_host_call(self, callback: Callable[[Any], object], user_data: Any, queue: AsyncInfo) -> None:
         if queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         self._enqueue_host_call_impl(callback, user_data, queue)
 
     # ---- events ----------------------------------------------------------------------------
     def create_event(self, queue: AsyncInfo) -> GenericEvent:
         """An event recorded at the current end of ``queue``."""
         if queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         event = self._create_event_impl()
         try:
             self._record_event_impl(event, queue)
@@ -353,7 +354,7 @@ class GenericDevice(ABC):
     def wait_event(self, event: GenericEvent, queue: AsyncInfo) -> None:
         """Make later work on ``queue`` wait for ``event``; its queue's failure spreads to ``queue``."""
         if queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         if event.failure is not None and not self.has_pending_work(queue):
             queue.adopt(event.failure)  # nothing earlier on the queue can be lost: fail now
             return

@@ -28,10 +28,19 @@ class QueueFailure:
         self.origin = origin
         self.observed = False
 
-    def queue_error(self) -> OffloadError:
-        """The ``QUEUE_ERROR`` a call on a failed queue raises; marks the failure as seen."""
+    def queue_error(self, owner: object = None) -> OffloadError:
+        """The ``QUEUE_ERROR`` a call on a failed queue raises; marks the failure as seen.
+
+        ``owner`` is the queue the call was made on: when it is not the queue that failed
+        first, the message says that it failed by waiting on that one.
+        """
         self.observed = True
-        err = OffloadError(ErrorCode.QUEUE_ERROR, f"the queue is in the error state: {self.error}")
+        if owner is not None and self.origin is not None and owner is not self.origin:
+            text = (f"the queue is in the error state because it waited (olWaitEvents) on {self.origin}, "
+                    f"which failed: {self.error}")
+        else:
+            text = f"the queue is in the error state: {self.error}"
+        err = OffloadError(ErrorCode.QUEUE_ERROR, text)
         err.__cause__ = self.error
         return err
 
@@ -57,6 +66,12 @@ class AsyncInfo:
         if failure is None:
             failure = self.failure = QueueFailure(error, self.owner)
         return failure
+
+    def queue_error(self) -> OffloadError:
+        """The ``QUEUE_ERROR`` for a call on this (failed) queue; says if it failed by waiting on another."""
+        failure = self.failure
+        assert failure is not None
+        return failure.queue_error(self.owner)
 
     def adopt(self, failure: QueueFailure) -> None:
         """Fail because work this queue waited on failed; keeps the first queue as origin."""
