@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -241,7 +242,7 @@ def test_with_code_loc_variants_behave_as_the_plain_calls_and_trace_the_location
         api.olShutDown()
     """, OFFLOAD_TRACE="1")
     assert traced.returncode == 0, traced.stderr
-    assert "olMemFree at app.c:12:3 (main)" in traced.stderr
+    assert "-> olMemFree(address=0x1234) at app.c:12:3 (main)" in traced.stderr
 
 
 def test_entry_point_signatures_are_the_contracts(runtime: None) -> None:
@@ -1037,22 +1038,73 @@ def test_offload_trace_prints_each_call_with_its_arguments_and_result() -> None:
     error_code, details = out["ERROR"].split(" ", 1)
     assert error_code == "INVALID_ARGUMENT"
     log = traced.stderr
-    for name in ("olInit", "olIterateDevices", "olGetDeviceInfo", "olMemAlloc", "olMemFree", "olShutDown"):
-        assert name in log, f"{name} is not traced:\n{log}"
     lines = log.splitlines()
-    alloc = [line for line in lines if "olMemAlloc(" in line]
-    assert len(alloc) == 1, log
-    assert "4096" in alloc[0] and ptr in alloc[0] and "HOST" in alloc[0], f"arguments or result missing: {alloc[0]}"
-    frees = [line for line in lines if "olMemFree(" in line]
+    # every line has one shape: [offloadrt +<seconds> <thread>] <event>
+    shape = re.compile(r"^\[offloadrt \+(\d+\.\d{6}) (\S+)\] (->|<-|!!|--) (.*)$")
+    parsed = [shape.match(line) for line in lines]
+    assert all(parsed), "\n".join(line for line, m in zip(lines, parsed) if not m)
+    times = [float(m.group(1)) for m in parsed if m]
+    assert times == sorted(times), "timestamps are monotonic"
+    assert {m.group(2) for m in parsed if m} == {"MainThread"}
+    events = [(m.group(3), m.group(4)) for m in parsed if m]
+    calls = [text for kind, text in events if kind == "->"]
+    results = [text for kind, text in events if kind == "<-"]
+    assert len(calls) == len(results), "each call has its own result line"
+    for name in ("olInit", "olIterateDevices", "olGetDeviceInfo", "olMemAlloc", "olMemFree", "olShutDown"):
+        assert any(text.startswith(f"{name}(") for text in calls), f"{name} is not traced:\n{log}"
+    alloc = next(i for i, (kind, text) in enumerate(events) if kind == "->" and text.startswith("olMemAlloc("))
+    assert "size=4096" in events[alloc][1] and "HOST" in events[alloc][1], events[alloc]
+    assert events[alloc + 1] == ("<-", f"olMemAlloc = {ptr}"), events[alloc + 1]
+    frees = [i for i, (kind, text) in enumerate(events) if kind == "->" and text.startswith("olMemFree(")]
     assert len(frees) == 2, log
     bad_address = hex(int(ptr, 16) + 8)
-    assert bad_address in frees[0] and "INVALID_ARGUMENT" in frees[0], frees[0]
-    assert ptr in frees[1] and "SUCCESS" in frees[1], frees[1]
-    error_at = lines.index(frees[0])
-    assert any(details in line for line in lines[error_at:error_at + 3]), f"error details not traced:\n{log}"
-    assert sum("olGetDeviceInfo(" in line for line in lines) >= 1
+    assert events[frees[0]][1] == f"olMemFree(address={bad_address})"
+    assert events[frees[0] + 1] == ("<-", f"olMemFree: OL_ERRC_INVALID_ARGUMENT: {details}"), events[frees[0] + 1]
+    assert events[frees[1]][1] == f"olMemFree(address={ptr})"
+    assert events[frees[1] + 1] == ("<-", "olMemFree: OL_SUCCESS")
     # the trace goes to stderr only
     assert "olMemAlloc" not in traced.stdout
+
+
+def test_offload_trace_reports_an_asynchronous_failure_when_it_happens() -> None:
+    traced = run_script("""
+        from offloadrt import api, OffloadError
+        api.olInit()
+        devices = []
+        api.olIterateDevices(lambda d, _: devices.append(d))
+        queue = api.olCreateQueue(devices[-1])
+
+        def boom(_):
+            raise ValueError("boom")
+
+        api.olLaunchHostFunction(queue, boom)
+        api.olLaunchHostFunction(queue, lambda _: None)
+        try:
+            api.olSyncQueue(queue)
+        except OffloadError:
+            pass
+        api.olDestroyQueue(queue)
+        api.olShutDown()
+    """, OFFLOAD_TRACE="1")
+    assert traced.returncode == 0, traced.stderr
+    lines = traced.stderr.splitlines()
+    failure = next(i for i, line in enumerate(lines) if "] !! " in line)
+    assert "offloadrt-host-queue" in lines[failure], "printed on the thread that ran the failing work"
+    assert "Queue#" in lines[failure] and "host function raised ValueError: boom" in lines[failure]
+    sync_result = next(i for i, line in enumerate(lines) if "<- olSyncQueue" in line)
+    assert failure < sync_result, "the failure is traced when it happens, before the call that reports it"
+
+
+def test_offload_trace_turns_on_faulthandler() -> None:
+    script = """
+        import faulthandler
+        from offloadrt import api
+        api.olInit()
+        print(faulthandler.is_enabled())
+        api.olShutDown()
+    """
+    assert run_script(script).stdout.strip() == "False"
+    assert run_script(script, OFFLOAD_TRACE="1").stdout.strip() == "True"
 
 
 VALIDATION_SCRIPT = """

@@ -8,9 +8,9 @@ context once, raises ``UNINITIALIZED`` when there is none, prints the call when
 from __future__ import annotations
 
 import bisect
+import faulthandler
 import inspect
 import os
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
-from ..plugins import create_plugins
+from ..plugins import create_plugins, resources
 from ..types import AllocType, CodeLocation, PlatformBackend
+from . import _trace
 from .handles import Device, Platform
 
 _bisect_right = bisect.bisect_right
@@ -255,8 +256,12 @@ def init(platforms: Iterable[PlatformBackend] | None) -> None:
         if STATE.refcount:
             STATE.refcount += 1
             return
-        STATE.context = Context(platforms, trace="OFFLOAD_TRACE" in os.environ,
-                                validate="OFFLOAD_DISABLE_VALIDATION" not in os.environ)
+        trace = "OFFLOAD_TRACE" in os.environ
+        if trace:
+            resources.failure_hook = _trace.queue_failed
+            if not faulthandler.is_enabled():  # a crash in native code shows where it happened
+                faulthandler.enable()
+        STATE.context = Context(platforms, trace=trace, validate="OFFLOAD_DISABLE_VALIDATION" not in os.environ)
         STATE.refcount = 1
 
 
@@ -270,33 +275,22 @@ def shut_down() -> None:
         context, STATE.context = STATE.context, None
         assert context is not None
         errors = context.shut_down()
+        resources.failure_hook = None
     if errors:
         raise OffloadError.join(errors, "olShutDown: releasing the runtime failed")
 
 
 # ---- entry points ----------------------------------------------------------------------------
 
-def _format_value(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0xFFFF and type(value) is int:
-        return hex(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"<{len(value)} bytes>"
-    return repr(value)
-
-
 def _traced(name: str, impl: Callable[..., Any], ctx: Context, names: tuple[str, ...], args: tuple[Any, ...],
             location: CodeLocation | None = None) -> Any:
-    shown = ", ".join(f"{n}={_format_value(v)}" for n, v in zip(names, args))
-    where = f" at {location}" if location is not None else ""
-    print(f"---> {name}{where}", file=sys.stderr, flush=True)
+    _trace.call(name, names, args, location)
     try:
         result = impl(ctx, *args)
     except OffloadError as exc:
-        print(f"{name}({shown})-> OL_ERRC_{exc.code.name}\n     *Error Details* {exc.details}",
-              file=sys.stderr, flush=True)
+        _trace.error(name, exc)
         raise
-    print(f"{name}({shown})-> {'OL_SUCCESS' if result is None else _format_value(result)}",
-          file=sys.stderr, flush=True)
+    _trace.result(name, result)
     return result
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+import os
 from collections.abc import Iterable
 
 from ..errors import ErrorCode, OffloadError
 from ..types import CodeLocation, PlatformBackend
-from . import _state
+from . import _state, _trace
 from .handles import enum_value
 
 
@@ -24,10 +24,12 @@ def olInit(platforms: Iterable[PlatformBackend] | None = None) -> None:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"platforms must be a sequence of PlatformBackend, got {type(platforms).__name__}")
         backends = [enum_value(PlatformBackend, p, "platform") for p in platforms]
+    traced = "OFFLOAD_TRACE" in os.environ
+    if traced:
+        _trace.call("olInit", ("platforms",), (backends,))
     _state.init(backends)
-    ctx = _state.STATE.context
-    if ctx is not None and ctx.trace:
-        print(f"---> olInit(platforms={backends!r})-> OL_SUCCESS", file=sys.stderr, flush=True)
+    if traced:
+        _trace.result("olInit", None)
 
 
 def olInitWithCodeLoc(code_location: CodeLocation | None = None, *,
@@ -35,10 +37,9 @@ def olInitWithCodeLoc(code_location: CodeLocation | None = None, *,
     """olInit with the caller's source location (shown by OFFLOAD_TRACE); ``code_location`` is an
     :class:`offloadrt.CodeLocation` or None. ``platforms`` is offloadrt's extension, as for olInit."""
     location = _state.code_location(code_location)
+    if location is not None and "OFFLOAD_TRACE" in os.environ:
+        _trace.emit(f"-- the next olInit is called at {location}")
     olInit(platforms)
-    ctx = _state.STATE.context
-    if location is not None and ctx is not None and ctx.trace:
-        print(f"     (olInit was called at {location})", file=sys.stderr, flush=True)
 
 
 @_state.entry_point

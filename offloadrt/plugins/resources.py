@@ -45,6 +45,21 @@ class QueueFailure:
         return err
 
 
+#: Called as ``failure_hook(owner, failure)`` when a queue enters the error state (set by the API
+#: layer while OFFLOAD_TRACE is on, to report the failure when it happens); it must not raise.
+failure_hook: Callable[[object, QueueFailure], None] | None = None
+
+
+def report_failure(owner: object, failure: QueueFailure) -> None:
+    """Tell the failure hook, if any, that the queue ``owner`` just failed."""
+    hook = failure_hook
+    if hook is not None:
+        try:
+            hook(owner, failure)
+        except Exception as exc:  # noqa: BLE001  # a trace must never break the queue that failed
+            warnings.warn(f"offloadrt: reporting a queue failure failed: {exc!r}", OffloadWarning, stacklevel=2)
+
+
 class AsyncInfo:
     """A backend queue: work submitted to it runs in order, asynchronously from the caller.
 
@@ -65,6 +80,7 @@ class AsyncInfo:
         failure = self.failure
         if failure is None:
             failure = self.failure = QueueFailure(error, self.owner)
+            report_failure(self.owner, failure)
         return failure
 
     def queue_error(self) -> OffloadError:
@@ -77,6 +93,7 @@ class AsyncInfo:
         """Fail because work this queue waited on failed; keeps the first queue as origin."""
         if self.failure is None:
             self.failure = failure
+            report_failure(self.owner, failure)
 
 
 class GenericEvent:
