@@ -3,6 +3,7 @@ and the queue-recycling design rule (olDestroyQueue never blocks, parked queues,
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 import time
@@ -23,7 +24,7 @@ from conftest import (
     run_threads,
 )
 
-from offloadrt import ErrorCode, EventInfo, QueueInfo, api
+from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, QueueInfo, SymbolKind, api
 
 
 def fib(n: int) -> list[int]:
@@ -521,3 +522,68 @@ def test_last_shutdown_syncs_and_releases_parked_queues():
     assert gdev.queue_pool.live == 0
     assert not ai.is_alive(), "the parked queue's thread still runs after olShutDown"
     expect_error(ErrorCode.UNINITIALIZED, api.olCreateQueue, host)
+
+
+# ---- host functions that call the API ------------------------------------------------------------
+
+def test_a_host_function_syncing_its_own_queue_fails_the_queue_instead_of_hanging(host) -> None:
+    queue = api.olCreateQueue(host)
+    api.olLaunchHostFunction(queue, lambda _: api.olSyncQueue(queue))
+    with pytest.raises(OffloadError) as info:
+        call_with_timeout(api.olSyncQueue, queue)
+    assert info.value.code == ErrorCode.QUEUE_ERROR
+    error, origin = api.olGetQueueError(queue)
+    assert origin is queue and isinstance(error, OffloadError) and error.code == ErrorCode.INVALID_ARGUMENT
+    assert "olSyncQueue cannot be called from a host function" in error.details and str(queue) in error.details
+    api.olDestroyQueue(queue)
+
+
+@pytest.mark.parametrize("call", ["olSyncEvent", "olGetEventElapsedTime", "olShutDown", "olSyncQueue-other"])
+def test_every_waiting_call_is_refused_in_a_host_function(host, call) -> None:
+    queue, other = api.olCreateQueue(host), api.olCreateQueue(host)
+    event = api.olCreateEvent(other)
+    seen: list[BaseException] = []
+
+    def body(_: object) -> None:
+        try:
+            if call == "olSyncEvent":
+                api.olSyncEvent(event)
+            elif call == "olGetEventElapsedTime":
+                api.olGetEventElapsedTime(event, event)
+            elif call == "olShutDown":
+                api.olShutDown()
+            else:
+                api.olSyncQueue(other)
+        except BaseException as exc:  # noqa: BLE001  # inspected below
+            seen.append(exc)
+
+    api.olLaunchHostFunction(queue, body)
+    call_with_timeout(api.olSyncQueue, queue)
+    assert len(seen) == 1 and isinstance(seen[0], OffloadError), seen
+    assert seen[0].code == ErrorCode.INVALID_ARGUMENT and "cannot be called from a host function" in seen[0].details
+    api.olSyncQueue(other)  # the same calls work outside host functions
+    api.olDestroyQueue(queue)
+    api.olDestroyQueue(other)
+
+
+def test_host_functions_may_enqueue_allocate_free_and_query(host, basic) -> None:
+    queue, other = api.olCreateQueue(host), api.olCreateQueue(host)
+    done: dict[str, object] = {}
+
+    def body(_: object) -> None:
+        counter = api.olMemAlloc(host, AllocType.HOST, 4)
+        ctypes.memset(counter, 0, 4)
+        api.olLaunchKernel(other, host, api.olGetSymbol(basic, "increment", SymbolKind.KERNEL),
+                           struct.pack("<Q", counter), launch_args())
+        done["event"] = api.olCreateEvent(other)
+        done["queue"] = api.olCreateQueue(host)
+        done["empty"] = api.olGetQueueInfo(other, QueueInfo.EMPTY)
+        done["counter"] = counter
+
+    api.olLaunchHostFunction(queue, body)
+    call_with_timeout(api.olSyncQueue, queue)
+    api.olSyncEvent(done["event"])
+    assert ctypes.c_uint32.from_address(done["counter"]).value == 1
+    api.olMemFree(done["counter"])
+    for q in (queue, other, done["queue"]):
+        api.olDestroyQueue(q)

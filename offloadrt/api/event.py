@@ -8,7 +8,7 @@ from ..errors import ErrorCode, OffloadError
 from ..types import EVENT_INFO_KINDS, EventInfo
 from ._info import value_size
 from ._state import Context, entry_point
-from .handles import Event, Queue, enum_value, live_event, live_queue
+from .handles import Event, Queue, enum_value, live_event, live_queue, refuse_in_host_function
 
 
 @entry_point
@@ -33,8 +33,12 @@ def olDestroyEvent(ctx: Context, event: Event) -> None:
 
 @entry_point
 def olSyncEvent(ctx: Context, event: Event) -> None:
-    """Wait for ``event``; ``QUEUE_ERROR`` if its queue failed before reaching it."""
+    """Wait for ``event``; ``QUEUE_ERROR`` if its queue failed before reaching it.
+
+    Not from a host function (``INVALID_ARGUMENT``): the event may be behind it.
+    """
     ev = live_event(event)
+    refuse_in_host_function("olSyncEvent")
     ev.device.sync_event(ev)  # type: ignore[attr-defined]
 
 
@@ -61,11 +65,13 @@ def olGetEventInfoSize(ctx: Context, event: Event, prop: EventInfo) -> int:
 
 @entry_point
 def olGetEventElapsedTime(ctx: Context, start: Event, end: Event) -> float:
-    """Milliseconds from ``start`` to ``end``, two events of one device; waits for both."""
+    """Milliseconds from ``start`` to ``end``, two events of one device; waits for both (so not
+    from a host function: ``INVALID_ARGUMENT``)."""
     start_ev = live_event(start, "start")
     end_ev = live_event(end, "end")
     assert isinstance(start, Event) and isinstance(end, Event)
     if start.device is not end.device:
         raise OffloadError(ErrorCode.INVALID_DEVICE,
                            f"start is on {start.device!r} but end is on {end.device!r}; both must be on one device")
+    refuse_in_host_function("olGetEventElapsedTime")
     return float(start_ev.device.get_event_elapsed_time(start_ev, end_ev))  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ErrorCode, OffloadError
+from ..plugins.resources import running_host_function
 from ..types import PlatformBackend, SymbolKind
 
 if TYPE_CHECKING:
@@ -173,6 +174,18 @@ class Symbol:
 
 
 # ---- argument checks ---------------------------------------------------------------------------
+
+def refuse_in_host_function(call: str) -> None:
+    """``INVALID_ARGUMENT`` if a host function is running on this thread: ``call`` waits for queued
+    work, and a host function holds up its own queue (and, on a GPU, the driver's callback thread)."""
+    queue = running_host_function()
+    if queue is not None:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{call} cannot be called from a host function (this one runs in the order of "
+                           f"{queue.owner or 'a queue'}): it waits for queued work, which may be behind the "
+                           f"host function itself, so it could never return. A host function may enqueue work, "
+                           f"allocate, free and query, but not wait; wait after olSyncQueue in the caller instead")
+
 
 def bad_handle(value: object, cls: type, what: str) -> OffloadError:
     """The error for a handle argument that is ``None`` or of the wrong type."""

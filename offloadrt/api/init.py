@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from ..errors import ErrorCode, OffloadError
 from ..types import CodeLocation, PlatformBackend
 from . import _state, _trace
-from .handles import enum_value
+from .handles import enum_value, refuse_in_host_function
 
 
 def olInit(platforms: Iterable[PlatformBackend] | None = None) -> None:
@@ -45,5 +45,7 @@ def olInitWithCodeLoc(code_location: CodeLocation | None = None, *,
 @_state.entry_point
 def olShutDown(ctx: _state.Context) -> None:
     """Release one user of the runtime; the last one drains queues, unloads programs, frees
-    memory and stops every plugin, raising one error that carries every failure."""
+    memory and stops every plugin, raising one error that carries every failure. Not from a
+    host function (``INVALID_ARGUMENT``): draining would wait for the host function itself."""
+    refuse_in_host_function("olShutDown")
     _state.shut_down()

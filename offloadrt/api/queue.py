@@ -6,22 +6,33 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from ..plugins.resources import AsyncInfo, GenericEvent
+from ..plugins.resources import AsyncInfo, GenericEvent, running_host_function
 from ..types import QUEUE_INFO_KINDS, QueueInfo
 from ._info import value_size
 from ._state import Context, entry_point, release_backend_queue, shut_down_meanwhile
-from .handles import Device, Event, Queue, bad_handle, enum_value, live_device, live_event, live_queue
+from .handles import (
+    Device,
+    Event,
+    Queue,
+    bad_handle,
+    enum_value,
+    live_device,
+    live_event,
+    live_queue,
+    refuse_in_host_function,
+)
 
 # Destroyed-but-busy backend queues a device keeps before olCreateQueue waits for the oldest.
 PARKED_QUEUE_LIMIT = 64
 
 
-def _take_parked(device: Device, gdev: Any) -> AsyncInfo | None:
+def _take_parked(device: Device, gdev: Any, may_wait: bool) -> AsyncInfo | None:
     """A parked backend queue whose work has finished (newest first), or None.
 
     Finished parked queues that failed are destroyed on the way. When the device already
     parks ``PARKED_QUEUE_LIMIT`` busy queues, the oldest is taken and waited for, so the
-    number of backend queues stays bounded however fast queues are destroyed.
+    number of backend queues stays bounded however fast queues are destroyed; a host
+    function (``may_wait`` False) never waits: the parked queue may be behind it.
     """
     failed: list[AsyncInfo] = []
     chosen: AsyncInfo | None = None
@@ -37,7 +48,7 @@ def _take_parked(device: Device, gdev: Any) -> AsyncInfo | None:
                 chosen = ai
                 break
             failed.append(ai)
-        if chosen is None and len(parked) >= PARKED_QUEUE_LIMIT:
+        if chosen is None and may_wait and len(parked) >= PARKED_QUEUE_LIMIT:
             chosen = parked.pop(0)
             must_wait = True
     for ai in failed:
@@ -58,7 +69,7 @@ def olCreateQueue(ctx: Context, device: Device) -> Queue:
     """A new in-order queue on ``device``; reuses a finished parked queue when there is one."""
     gdev = live_device(device)
     assert isinstance(device, Device)
-    ai = _take_parked(device, gdev) if device.parked else None
+    ai = _take_parked(device, gdev, may_wait=running_host_function() is None) if device.parked else None
     if ai is None:
         ai = gdev.init_async_info()
     queue = Queue(device, ai)
@@ -97,8 +108,12 @@ def olDestroyQueue(ctx: Context, queue: Queue) -> None:
 
 @entry_point
 def olSyncQueue(ctx: Context, queue: Queue) -> None:
-    """Wait until all work on ``queue`` is done; ``QUEUE_ERROR`` at once if it failed."""
+    """Wait until all work on ``queue`` is done; ``QUEUE_ERROR`` at once if it failed.
+
+    Not from a host function (``INVALID_ARGUMENT``): it could wait for itself.
+    """
     ai = live_queue(queue)
+    refuse_in_host_function("olSyncQueue")
     ai.device.synchronize(ai, release=False)  # type: ignore[attr-defined]
 
 
@@ -186,8 +201,12 @@ def olGetQueueInfoSize(ctx: Context, queue: Queue, prop: QueueInfo) -> int:
 def olLaunchHostFunction(ctx: Context, queue: Queue, callback: Callable[[Any], object], user_data: Any = None) -> None:
     """Run ``callback(user_data)`` in queue order, after earlier work and before later work.
 
-    If it raises, the queue enters the error state with that exception as the cause. It
-    must not call the ``ol*`` API.
+    If it raises, the queue enters the error state with that exception as the cause. It runs
+    in the queue's order on a runtime thread, so it must not wait for queued work: the calls
+    that wait (``olSyncQueue``, ``olSyncEvent``, ``olGetEventElapsedTime``, ``olShutDown``)
+    raise ``INVALID_ARGUMENT`` there, and so does any call that reaches a GPU driver (drivers
+    forbid calls from their callback thread). Enqueueing work on host queues, allocating,
+    freeing, creating queues and events, and queries are allowed.
     """
     ai = live_queue(queue)
     if callback is None:

@@ -17,7 +17,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from .resources import AsyncInfo, GenericEvent, QueueFailure
+from .resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
 
 KERNEL_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -168,6 +168,7 @@ class HostQueue(AsyncInfo):
         return self._thread.is_alive()
 
     def _serve(self) -> None:
+        set_host_function_queue(self)  # every host function of this queue runs on this thread
         items = self._items
         kernel_tag, call_tag = KERNEL, CALL
         while True:

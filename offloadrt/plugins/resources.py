@@ -45,6 +45,21 @@ class QueueFailure:
         return err
 
 
+# The backend queue whose host functions the current thread runs (a host queue's worker thread, or a
+# GPU driver's callback thread while it runs one); see running_host_function.
+_host_function_thread = threading.local()
+
+
+def set_host_function_queue(queue: AsyncInfo | None) -> None:
+    """Mark the calling thread as running the host functions of ``queue`` (None: no longer)."""
+    _host_function_thread.queue = queue
+
+
+def running_host_function() -> AsyncInfo | None:
+    """The backend queue whose host function is running on this thread, or None."""
+    return getattr(_host_function_thread, "queue", None)
+
+
 #: Called as ``failure_hook(owner, failure)`` when a queue enters the error state (set by the API
 #: layer while OFFLOAD_TRACE is on, to report the failure when it happens); it must not raise.
 failure_hook: Callable[[object, QueueFailure], None] | None = None
