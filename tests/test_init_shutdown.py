@@ -598,3 +598,43 @@ def test_exit_without_shutdown_is_clean(build, tmp_path: Path, nested: int) -> N
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Exception ignored" not in proc.stderr, proc.stderr
     assert "Fatal Python error" not in proc.stderr, proc.stderr
+
+
+# ---- exiting without olShutDown --------------------------------------------------------------------
+
+DROPPED_WORK_SCRIPT = """
+    import sys, threading
+    from offloadrt import api
+    api.olInit()
+    devices = []
+    api.olIterateDevices(lambda d, _: devices.append(d))
+    host = devices[-1]
+    if sys.argv[1] == "busy":
+        queue = api.olCreateQueue(host)
+        never = threading.Event()
+        api.olLaunchHostFunction(queue, lambda _: never.wait())
+        api.olLaunchHostFunction(queue, lambda _: print("ran after all"))
+        parked = api.olCreateQueue(host)
+        api.olLaunchHostFunction(parked, lambda _: never.wait())
+        api.olDestroyQueue(parked)
+    elif sys.argv[1] == "idle":
+        queue = api.olCreateQueue(host)
+    else:
+        api.olShutDown()
+"""
+
+
+@pytest.mark.parametrize("state", ["busy", "idle", "shut-down"])
+def test_exit_with_queued_work_warns_once_saying_what_is_dropped(state: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OFFLOAD_TRACE", "PYTHONWARNINGS")}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(DROPPED_WORK_SCRIPT), state], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "OffloadWarning" in line]
+    if state != "busy":
+        assert warned == [], result.stderr
+        return
+    assert len(warned) == 1, result.stderr
+    assert "exiting without olShutDown; 3 queued operations will not finish" in warned[0]
+    assert "Queue#1 on host:0 (2 operations)" in warned[0] and "a destroyed queue on host:0 (1 operation)" in warned[0]
+    assert "ran after all" not in result.stdout

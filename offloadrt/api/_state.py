@@ -7,6 +7,7 @@ context once, raises ``UNINITIALIZED`` when there is none, prints the call when
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import faulthandler
 import inspect
@@ -235,6 +236,7 @@ class _GlobalState:
         self.lock = threading.Lock()  # guards refcount and context
         self.refcount = 0
         self.context: Context | None = None
+        self.exit_check_registered = False
 
 
 STATE = _GlobalState()
@@ -263,6 +265,53 @@ def init(platforms: Iterable[PlatformBackend] | None) -> None:
                 faulthandler.enable()
         STATE.context = Context(platforms, trace=trace, validate="OFFLOAD_DISABLE_VALIDATION" not in os.environ)
         STATE.refcount = 1
+        if not STATE.exit_check_registered:
+            atexit.register(warn_about_work_dropped_at_exit)
+            STATE.exit_check_registered = True
+
+
+def pending_work(context: Context) -> list[tuple[str, int | None]]:
+    """(queue, operations not yet done; None where the backend cannot count them) of every busy queue."""
+    busy: list[tuple[str, int | None]] = []
+    for device in context.devices:
+        gdev = device._gdev
+        if gdev is None:
+            continue
+        with device.lock:
+            queues = [(str(queue), queue._ai) for queue in device.live_queues]
+            queues += [(f"a destroyed queue on {device.label}", ai) for ai in device.parked]
+        for name, ai in queues:
+            if ai is None or ai.failure is not None or not gdev.has_pending_work(ai):
+                continue
+            items = getattr(ai, "_items", None)  # a host queue counts what it holds
+            busy.append((name, len(items) if items is not None else None))
+    return busy
+
+
+def warn_about_work_dropped_at_exit() -> None:
+    """At interpreter exit without the last olShutDown: say what queued work will never run.
+
+    offloadrt does not drain at exit (a host function waiting for something that will never
+    happen would hang the exit); it warns once, so nothing is dropped silently.
+    """
+    context = STATE.context
+    if context is None:
+        return
+    try:
+        busy = pending_work(context)
+    except Exception as exc:  # noqa: BLE001  # an exit hook must not raise; say what went wrong
+        warnings.warn(f"offloadrt: could not check for queued work at exit: {exc!r}", OffloadWarning, stacklevel=1)
+        return
+    if not busy:
+        return
+    counted = sum(count or 0 for _, count in busy)
+    where = ", ".join(f"{name} ({count if count is not None else 'unknown number of'} operation"
+                      f"{'' if count == 1 else 's'})" for name, count in busy)
+    total = f"{counted} queued operation{'' if counted == 1 else 's'}" if all(c is not None for _, c in busy) \
+        else "queued operations"
+    warnings.warn(f"offloadrt: the interpreter is exiting without olShutDown; {total} will not finish, on "
+                  f"{where}. Call olSyncQueue or olShutDown before exiting to finish them.",
+                  OffloadWarning, stacklevel=1)
 
 
 def shut_down() -> None:
