@@ -22,12 +22,14 @@ from .types import (  # noqa: E402
     QueueInfo,
     SymbolInfo,
     SymbolKind,
+    UnavailablePlatform,
 )
 
 __all__ = [
     "AllocType", "CodeLocation", "DeviceInfo", "DeviceType", "Dimensions", "ErrorCode", "EventInfo", "FpCapabilityFlag",
     "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend", "PlatformInfo",
-    "QueueInfo", "SymbolInfo", "SymbolKind", "__version__",
+    "QueueInfo", "SymbolInfo", "SymbolKind", "UnavailablePlatform", "__version__", "get_include",
+    "unavailable_platforms",
 ]
 
 
@@ -36,3 +38,11 @@ def get_include() -> str:
     from pathlib import Path
 
     return str(Path(__file__).with_name("include"))
+
+
+def unavailable_platforms() -> list[UnavailablePlatform]:
+    """The platforms of the running runtime that did not start, each with the reason
+    (``UNINITIALIZED`` outside ``olInit``/``olShutDown``)."""
+    from .api.platform import unavailable_platforms as running
+
+    return running()

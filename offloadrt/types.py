@@ -155,6 +155,19 @@ class KernelLaunchSizeArgs:
 
 
 @dataclass(frozen=True)
+class UnavailablePlatform:
+    """A platform that did not start in the running runtime (``offloadrt.unavailable_platforms()``).
+
+    ``reason`` says why: the vendor package or driver library is missing, its initialisation
+    failed, or it found no device. It is what ``python -m offloadrt info`` prints.
+    """
+
+    name: str
+    backend: PlatformBackend
+    reason: str
+
+
+@dataclass(frozen=True)
 class CodeLocation:
     """``ol_code_location_t``: where in the caller's source an ``ol*WithCodeLoc`` call was made."""
 

@@ -240,7 +240,12 @@ def test_events_of_a_previous_runtime_are_rejected() -> None:
 @pytest.mark.parametrize("platforms", [[HOST], (HOST,), [], [PlatformBackend.AMDGPU], iter([int(HOST)])],
                          ids=["list", "tuple", "empty", "unregistered-backend", "iterator-of-int"])
 def test_init_with_only_the_host_platform(platforms) -> None:
-    api.olInit(platforms=platforms)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api.olInit(platforms=platforms)
+    # AMDGPU was asked for and did not start (no ROCm here): a warning says so; nothing else warns
+    assert [str(w.message).split(",")[0] for w in caught] == (
+        ["offloadrt: olInit was asked for AMDGPU"] if platforms == [PlatformBackend.AMDGPU] else [])
     found = devices()
     assert len(found) == 1
     assert api.olGetDeviceInfo(found[0], DeviceInfo.TYPE) == DeviceType.HOST
@@ -638,3 +643,37 @@ def test_exit_with_queued_work_warns_once_saying_what_is_dropped(state: str) -> 
     assert "exiting without olShutDown; 3 queued operations will not finish" in warned[0]
     assert "Queue#1 on host:0 (2 operations)" in warned[0] and "a destroyed queue on host:0 (1 operation)" in warned[0]
     assert "ran after all" not in result.stdout
+
+
+# ---- platforms that did not start ------------------------------------------------------------------
+
+def test_unavailable_platforms_lists_what_did_not_start_and_why() -> None:
+    with registered(Factory(MissingDriverPlugin, PlatformBackend.CUDA)):
+        expect_error(ErrorCode.UNINITIALIZED, offloadrt.unavailable_platforms)
+        api.olInit()
+        try:
+            missing = {p.backend: p for p in offloadrt.unavailable_platforms()}
+            assert missing[PlatformBackend.CUDA].name == MissingDriverPlugin.name
+            assert missing[PlatformBackend.CUDA].reason.startswith("the vendor package is not installed")
+            assert PlatformBackend.HOST not in missing
+            assert {p.name for p in missing.values()} == set(dict(_state.STATE.context.unavailable))
+        finally:
+            api.olShutDown()
+
+
+def test_a_platform_asked_for_that_did_not_start_is_a_warning() -> None:
+    with registered(Factory(MissingDriverPlugin, PlatformBackend.CUDA)):
+        with pytest.warns(offloadrt.OffloadWarning) as caught:
+            api.olInit(platforms=[PlatformBackend.CUDA, PlatformBackend.LEVEL_ZERO, PlatformBackend.HOST])
+        try:
+            texts = [str(w.message) for w in caught]
+            assert len(texts) == 2, texts
+            assert "asked for CUDA" in texts[0] and "the vendor package is not installed" in texts[0]
+            assert "asked for LEVEL_ZERO, but offloadrt has no plugin for it" in texts[1]
+            assert all(w.filename == __file__ for w in caught), "the warning points at the olInit call"
+        finally:
+            api.olShutDown()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        api.olInit(platforms=[PlatformBackend.HOST])  # what started is no news
+        api.olShutDown()

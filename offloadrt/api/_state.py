@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..plugins import create_plugins, resources
-from ..types import AllocType, CodeLocation, PlatformBackend
+from ..types import AllocType, CodeLocation, PlatformBackend, UnavailablePlatform
 from . import _trace
 from .handles import Device, Platform
 
@@ -135,6 +135,9 @@ class AllocationMap:
         return len(self._by_base)
 
 
+_FAILED_TO_START = "initialisation failed"
+
+
 class Context:
     """What one init/shutdown cycle owns."""
 
@@ -143,21 +146,22 @@ class Context:
         self.validate = validate
         self.allocations = AllocationMap()
         self.platforms: list[Platform] = []
-        self.unavailable: list[tuple[str, str]] = []  # (plugin name, reason) of platforms without devices
+        self.not_started: list[UnavailablePlatform] = []  # platforms without devices, and why
         self.devices: list[Device] = []
         for plugin in create_plugins(platforms):
             try:
                 plugin.init()
             except OffloadError as exc:
-                plugin.unavailable_reason = f"initialisation failed: {exc}"
+                plugin.unavailable_reason = f"{_FAILED_TO_START}: {exc}"
                 warnings.warn(f"offloadrt: the {plugin.name} plugin failed to start: {exc}", OffloadWarning,
                               stacklevel=4)
                 for error in plugin.deinit():
                     warnings.warn(f"offloadrt: while stopping {plugin.name}: {error}", OffloadWarning, stacklevel=4)
-                self.unavailable.append((plugin.name, plugin.unavailable_reason))
+                self.not_started.append(UnavailablePlatform(plugin.name, plugin.backend, plugin.unavailable_reason))
                 continue
             if not plugin.devices:
-                self.unavailable.append((plugin.name, plugin.unavailable_reason or "no devices"))
+                self.not_started.append(UnavailablePlatform(plugin.name, plugin.backend,
+                                                            plugin.unavailable_reason or "no devices"))
                 for error in plugin.deinit():
                     warnings.warn(f"offloadrt: while stopping {plugin.name} (no devices): {error}", OffloadWarning,
                                   stacklevel=4)
@@ -167,6 +171,30 @@ class Context:
             self.platforms.append(platform)
             self.devices.extend(platform.devices)
         self.host_device = next(d for d in self.devices if d.is_host)
+        if platforms is not None:
+            self._warn_about_missing(platforms)
+
+    @property
+    def unavailable(self) -> list[tuple[str, str]]:
+        """(plugin name, reason) of the platforms that did not start."""
+        return [(p.name, p.reason) for p in self.not_started]
+
+    def _warn_about_missing(self, requested: Iterable[PlatformBackend]) -> None:
+        """One warning for each platform ``olInit(platforms=...)`` asked for that did not start."""
+        started = {platform.backend for platform in self.platforms}
+        reasons = {p.backend: p for p in self.not_started}
+        for backend in dict.fromkeys(requested):
+            if backend in started or backend is PlatformBackend.HOST:
+                continue
+            known = reasons.get(backend)
+            if known is not None and known.reason.startswith(_FAILED_TO_START):
+                continue  # its failure was a warning already
+            why = (f"the {known.name} platform did not start: {known.reason.rstrip('.')}" if known is not None
+                   else "offloadrt has no plugin for it")
+            warnings.warn(f"offloadrt: olInit was asked for {backend.name}, but {why}; only "
+                          f"{', '.join(p._plugin.name for p in self.platforms)} started. "
+                          f"offloadrt.unavailable_platforms() lists what did not start and why.",
+                          OffloadWarning, stacklevel=5)
 
     def shut_down(self) -> list[OffloadError]:
         """Drain every queue, unload every program, free every allocation, stop every plugin."""

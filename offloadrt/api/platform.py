@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from ..types import PLATFORM_INFO_KINDS, PlatformInfo
+from ..types import PLATFORM_INFO_KINDS, PlatformInfo, UnavailablePlatform
+from . import _state
 from ._info import value_size
 from ._state import Context, entry_point
 from .handles import Platform, bad_handle, enum_value
@@ -38,3 +39,16 @@ def olGetPlatformInfoSize(ctx: Context, platform: Platform, prop: PlatformInfo) 
     """The byte size the C API reports for ``prop``."""
     prop, value = _platform_value(platform, prop)
     return value_size(PLATFORM_INFO_KINDS[prop], value)
+
+
+def unavailable_platforms() -> list[UnavailablePlatform]:
+    """The platforms of the running runtime that did not start, each with the reason.
+
+    The host platform always starts; a GPU platform is missing when its vendor package or driver
+    is missing, its initialisation failed, or it has no device. ``UNINITIALIZED`` outside
+    ``olInit``/``olShutDown``.
+    """
+    ctx = _state.STATE.context
+    if ctx is None:
+        raise _state.uninitialized()
+    return list(ctx.not_started)
