@@ -274,10 +274,19 @@ def representative_workload(runtime: Runtime) -> None:
 def exercise_kernels_events_and_teardown(runtime: Runtime, prog: api.Program, queues: list[api.Queue],
                                          fail_allocations: Callable[[], object]) -> None:
     """The second half of a GPU stand-in's representative workload, the same for every GPU plugin:
-    symbols, launches, occupancy, events, waits, a faulting kernel, failed allocations (after
-    ``fail_allocations`` arranged them), a parked queue, another thread's device, full shutdown.
-    ``prog`` must have kernels ``record`` and ``boom`` (which faults) and a global ``counter``."""
+    registered host memory, symbols, launches, occupancy, events, waits, a faulting kernel, failed
+    allocations (after ``fail_allocations`` arranged them), a parked queue, another thread's
+    device, full shutdown (which unregisters what is left). ``prog`` must have kernels ``record``
+    and ``boom`` (which faults) and a global ``counter``."""
     gpu0, gpu1 = runtime.gpus
+    staging, staging_address = host_buffer(4096)
+    api.olMemRegister(gpu0, staging_address, 4096)  # pinned and mapped
+    api.olMemUnregister(gpu1, api.olMemRegister(gpu1, staging_address + 64, 64) and staging_address + 64)
+    api.olMemUnregister(gpu0, staging_address)  # unpinned
+    pinned_by_gpu1 = api.olMemAlloc(gpu1, AllocType.HOST, 256)
+    api.olMemRegister(gpu0, pinned_by_gpu1 + 16, 64)  # the driver finds it page-locked already
+    api.olMemUnregister(gpu0, pinned_by_gpu1 + 16)
+    api.olMemRegister(gpu1, staging_address, 4096)  # left for the shutdown
     record = api.olGetSymbol(prog, "record", KERNEL)
     api.olGetSymbol(prog, "counter", GLOBAL)
     for symbol_kind in (KERNEL, GLOBAL):

@@ -702,7 +702,7 @@ def _functions() -> dict[str, Any]:
 def test_every_function_has_the_real_signature() -> None:
     real = _real()
     functions = _functions()
-    assert len(functions) == 49
+    assert len(functions) == 52
     for name, function in functions.items():
         assert inspect.signature(function) == inspect.signature(getattr(real, name)), name
 
@@ -717,6 +717,8 @@ def test_enums_and_constants_have_the_real_values() -> None:
                      "hipEventReleaseToSystem", "hipHostMallocDefault", "hipHostMallocPortable", "hipHostMallocMapped",
                      "hipHostMallocWriteCombined", "hipHostMallocNumaUser", "hipHostMallocCoherent",
                      "hipHostMallocNonCoherent", "hipMemAttachGlobal", "hipMemAttachHost", "hipMemAttachSingle",
+                     "hipHostRegisterDefault", "hipHostRegisterPortable", "hipHostRegisterMapped",
+                     "hipHostRegisterIoMemory", "hipExtHostRegisterCoarseGrained",
                      "HIP_LAUNCH_PARAM_BUFFER_POINTER", "HIP_LAUNCH_PARAM_BUFFER_SIZE", "HIP_LAUNCH_PARAM_END"):
         assert getattr(standin.hip, constant) == int(getattr(real, constant)), constant
     props = real.hipDeviceProp_t()

@@ -40,7 +40,10 @@ class AmdGpuDevice(GpuDevice):
         "host_func": "hipLaunchHostFunc",
         "event_destroy": "hipEventDestroy", "event_record": "hipEventRecord", "event_sync": "hipEventSynchronize",
         "event_query": "hipEventQuery", "event_elapsed": "hipEventElapsedTime",
+        "host_register": "hipHostRegister", "host_unregister": "hipHostUnregister",
+        "host_device_pointer": "hipHostGetDevicePointer",
     }
+    HOST_REGISTER_FLAGS = ("hipHostRegisterPortable", "hipHostRegisterMapped")
     label = "AMDGPU"
     peer_enable_call = "hipDeviceEnablePeerAccess"
     thread_state: ClassVar[threading.local] = threading.local()  # .token: the device made current

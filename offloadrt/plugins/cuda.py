@@ -40,7 +40,10 @@ class CudaDevice(GpuDevice):
         "stream_wait_event": "cuStreamWaitEvent", "host_func": "cuLaunchHostFunc",
         "event_destroy": "cuEventDestroy", "event_record": "cuEventRecord", "event_sync": "cuEventSynchronize",
         "event_query": "cuEventQuery", "event_elapsed": "cuEventElapsedTime",
+        "host_register": "cuMemHostRegister", "host_unregister": "cuMemHostUnregister",
+        "host_device_pointer": "cuMemHostGetDevicePointer",
     }
+    HOST_REGISTER_FLAGS = ("CU_MEMHOSTREGISTER_PORTABLE", "CU_MEMHOSTREGISTER_DEVICEMAP")
     label = "CUDA"
     default_shared_limit = DEFAULT_SHARED_LIMIT
     thread_state: ClassVar[threading.local] = threading.local()  # .token: the CUcontext value made current

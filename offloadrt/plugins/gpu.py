@@ -10,12 +10,18 @@ where the two APIs differ (making a device current, allocation, images, device i
 A kernel fault that leaves a device unusable (a "sticky" error, such as an illegal address) is
 remembered: every later call on that device fails at once, saying the device must be
 re-initialised (``olShutDown`` then ``olInit``).
+
+Host memory registered with ``olMemRegister`` is page-locked once for every device of the plugin
+(portable and mapped), because both drivers pin a host range once per process: the plugin counts
+its devices' registrations of a range (:attr:`GpuPlugin.host_pins`) and unpins it with the last.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
+import operator
 import threading
 from abc import abstractmethod
 from collections.abc import Callable
@@ -26,12 +32,15 @@ from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
+from .registrations import RegistrationMap
 from .resources import AsyncInfo, GenericEvent, QueueFailure, ResourcePool
 
 SUCCESS = 0
 NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE and hipErrorNoDevice
 NOT_READY = 600  # CUDA_ERROR_NOT_READY and hipErrorNotReady share the number
 PEER_ALREADY_ENABLED = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled
+ALREADY_REGISTERED = 712  # CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, hipErrorHostMemoryAlreadyRegistered
+NOT_REGISTERED = 713  # CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, hipErrorHostMemoryNotRegistered
 
 
 class GpuDriver:
@@ -293,7 +302,11 @@ class GpuDevice(GenericDevice):
         "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_peer", "memset8", "memset16", "memset32",
         "memset2d8", "memset2d16", "memset2d32", "module_unload", "module_get_function", "module_get_global",
         "launch", "stream_destroy", "stream_sync", "stream_query", "stream_wait_event", "host_func",
-        "event_destroy", "event_record", "event_sync", "event_query", "event_elapsed")
+        "event_destroy", "event_record", "event_sync", "event_query", "event_elapsed",
+        "host_register", "host_unregister", "host_device_pointer")
+    #: the bindings' names of the flags that register host memory portable (pinned for every device)
+    #: and mapped (with a device address): OR'ed for the host_register call
+    HOST_REGISTER_FLAGS: ClassVar[tuple[str, ...]] = ()
     #: what messages call the device ("CUDA device 0")
     label: ClassVar[str] = "GPU"
     #: dynamic shared memory a kernel may use before it must opt in to more (no limit: never)
@@ -319,6 +332,8 @@ class GpuDevice(GenericDevice):
             name = self.DRIVER_CALLS[op]
             self.call_names[op] = name
             setattr(self, f"drv_{op}", getattr(self.d, name))
+        self.host_register_flags = functools.reduce(
+            operator.or_, (int(getattr(self.d, flag)) for flag in self.HOST_REGISTER_FLAGS), 0)
         # Events the user never destroyed die with the device's context at de-init: no warning.
         self.event_pool: ResourcePool[Any] = ResourcePool("event", self._new_driver_event, self._destroy_driver_event,
                                                           warn_missing=False)
@@ -353,6 +368,9 @@ class GpuDevice(GenericDevice):
     drv_event_sync: Callable[..., Any]
     drv_event_query: Callable[..., Any]
     drv_event_elapsed: Callable[..., Any]
+    drv_host_register: Callable[..., Any]
+    drv_host_unregister: Callable[..., Any]
+    drv_host_device_pointer: Callable[..., Any]
 
     # ---- vendor hooks ----------------------------------------------------------------------
     @abstractmethod
@@ -470,6 +488,104 @@ class GpuDevice(GenericDevice):
         op = "free_host" if kind == AllocType.HOST else "free_device"
         self.check(getattr(self, f"drv_{op}")(ptr), self.call_names[op])
 
+    # ---- registered host memory -------------------------------------------------------------
+    @property
+    def gpu_plugin(self) -> GpuPlugin:
+        assert isinstance(self.plugin, GpuPlugin)
+        return self.plugin
+
+    def _data_lock_impl(self, ptr: int, size: int) -> int:
+        """Page-lock ``[ptr, ptr + size)`` for every device of the plugin; the address devices use.
+
+        A range inside one another device of the plugin registered counts one more user of that
+        pin (its device address holds for every device: unified addressing); a range that
+        overlaps one only in part is ``INVALID_ARGUMENT``.
+        """
+        self.enter(select=True)
+        try:
+            return self.gpu_plugin.host_pins.register(ptr, size, self._pin)
+        except OffloadError as exc:
+            if exc.code == ErrorCode.INVALID_ARGUMENT and not hasattr(exc, "driver_status"):
+                exc.details += (f" (host memory registered with another {self.label} device of this process; the "
+                                f"driver page-locks a range once for all of them)")
+            raise
+
+    def _data_unlock_impl(self, ptr: int) -> None:
+        self.gpu_plugin.host_pins.unregister(ptr, self._unpin)
+
+    def _pin(self, ptr: int, size: int) -> int:
+        """Register a range no device of the plugin registered (under the plugin's pin lock); its device address.
+
+        Memory someone else registered (another library, or a HOST allocation of another device
+        of this plugin) is already page-locked: the driver says so, and it is used as it is,
+        through its device address, and never unregistered here; as LLVM's plugins treat
+        externally locked memory.
+        """
+        call = self.call_names["host_register"]
+        status = int(self.drv_host_register(ptr, size, self.host_register_flags)[0])
+        if status == ALREADY_REGISTERED:
+            address = self._registered_elsewhere(ptr, size)
+            self.gpu_plugin.foreign_pins.add(ptr)
+            return address
+        if status != SUCCESS:
+            raise self.failure(status, call)
+        try:
+            address = self._device_address(ptr)
+        except OffloadError as exc:
+            undo = int(self.drv_host_unregister(ptr)[0])
+            if undo != SUCCESS:
+                exc.details += (f"; undoing the registration failed too ({self.call_names['host_unregister']}: "
+                                f"{self.driver.name(undo)}): the range stays page-locked")
+            raise
+        self.gpu_plugin.pin_owners[ptr] = self
+        return address
+
+    def _device_address(self, ptr: int) -> int:
+        return int(self.check(self.drv_host_device_pointer(ptr, 0), self.call_names["host_device_pointer"]))
+
+    def _registered_elsewhere(self, ptr: int, size: int) -> int:
+        """The device address of host memory registered outside offloadrt; it must cover the whole
+        range in one piece (its last byte's device address follows from its first's)."""
+        first = self._device_address(ptr)
+        try:
+            last = self._device_address(ptr + size - 1) if size > 1 else first
+        except OffloadError as exc:
+            if exc.code != ErrorCode.INVALID_ARGUMENT:
+                raise
+            last = None  # the end of the range is not registered
+        if last != first + size - 1:
+            raise OffloadError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{self.call_names['host_register']}: {self.driver.name(ALREADY_REGISTERED)}: [{ptr:#x}, "
+                f"{ptr + size:#x}) overlaps host memory registered outside offloadrt, which does not hold all of it")
+        return first
+
+    def _unpin(self, base: int) -> None:
+        """Unregister a range no device of the plugin uses any more (under the plugin's pin lock).
+
+        The device that registered it unregisters it. A poisoned one leaves it, as it leaves its
+        allocations: the range goes with its context (CUDA) or the process (HIP). One already
+        de-initialised (``olShutDown`` releases devices in turn) may have taken the registration
+        with its context: this device unregisters it then, and finds it gone or not.
+        """
+        plugin = self.gpu_plugin
+        if base in plugin.foreign_pins:
+            plugin.foreign_pins.discard(base)
+            return
+        owner = plugin.pin_owners[base]
+        call = self.call_names["host_unregister"]
+        if owner.initialized:
+            if owner.sticky is None:
+                owner.enter()
+                owner.check(owner.drv_host_unregister(base), call)
+        elif self.sticky is None:
+            self.enter()
+            status = int(self.drv_host_unregister(base)[0])
+            if status not in (SUCCESS, NOT_REGISTERED):
+                raise self.failure(status, call)
+        del plugin.pin_owners[base]
+
+    # ---- copies ----------------------------------------------------------------------------
     def _data_exchange_impl(self, src: int, dst_device: GenericDevice, dst: int, size: int,
                             queue: AsyncInfo | None) -> None:
         assert isinstance(dst_device, type(self))
@@ -859,6 +975,11 @@ class GpuPlugin(GenericPlugin):
         super().__init__()
         self.driver: GpuDriver
         self._version = "unknown"
+        # Host ranges page-locked for olMemRegister, across the devices: a device's registration
+        # of a range is one user here (its lock is held over the driver calls that pin and unpin).
+        self.host_pins = RegistrationMap()
+        self.pin_owners: dict[int, GpuDevice] = {}  # base -> the device that registered it (guarded by host_pins.lock)
+        self.foreign_pins: set[int] = set()  # bases found registered outside offloadrt (guarded by host_pins.lock)
 
     def start_driver(self, driver: GpuDriver, init: Callable[[], Any], init_call: str, library: str) -> None:
         """Call the driver's init; a missing library, no device or a failure make the plugin unavailable."""

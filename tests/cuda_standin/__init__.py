@@ -143,10 +143,10 @@ def state() -> _engine.State:
 
 
 def read(address: int, size: int) -> bytes:
-    """``size`` bytes at a (device) address."""
-    return ctypes.string_at(int(address), size)
+    """``size`` bytes at a (device) address; a registration's device address reads its host memory."""
+    return ctypes.string_at(_engine.STATE.host_address(int(address)), size)
 
 
 def write(address: int, data: bytes) -> None:
-    """Store ``data`` at a (device) address."""
-    ctypes.memmove(int(address), data, len(data))
+    """Store ``data`` at a (device) address; a registration's device address writes its host memory."""
+    ctypes.memmove(_engine.STATE.host_address(int(address)), data, len(data))

@@ -6,6 +6,12 @@ host, and the HIP runtime's where the two agree (tests/hip_standin builds on it:
 
 - memory is real host memory (``calloc``, 256-byte aligned), so device pointers can be read and
   written through ctypes; each allocation is tracked per device against a memory budget;
+- host memory registered with the driver (``cuMemHostRegister``, ``hipHostRegister``) is tracked
+  as page-locked ranges that device-side copies and fills accept, as they accept pinned
+  allocations. Its device address is the host address, unless a device reports that it cannot
+  use host pointers for registered memory: then, as the drivers document, every registration
+  gets a device address of its own (an inaccessible reserved mapping, so only the stand-in's
+  calls, which translate it, can use it; :func:`cuda_standin.read`/``write`` translate it too);
 - each stream has a worker thread (a "driver thread") that runs its operations in submission
   order; the legacy default stream (handle 0) runs them in the calling thread, after the blocking
   streams of the context have drained;
@@ -54,6 +60,13 @@ _libc.calloc.restype = ctypes.c_void_p
 _libc.calloc.argtypes = (ctypes.c_size_t, ctypes.c_size_t)
 _libc.free.argtypes = (ctypes.c_void_p,)
 _libc.free.restype = None
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.munmap.restype = ctypes.c_int
+_PAGE = 4096
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_PROT_NONE, _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x20, 0x4000
 
 _handle_ids = itertools.count(1)  # never reset: handles of a reset driver never match new ones
 
@@ -119,7 +132,7 @@ DEFAULT_ATTRIBUTES = {
     "L2_CACHE_SIZE": 50 << 20, "MAX_THREADS_PER_MULTIPROCESSOR": 2048, "ASYNC_ENGINE_COUNT": 3,
     "UNIFIED_ADDRESSING": 1, "STREAM_PRIORITIES_SUPPORTED": 1, "MANAGED_MEMORY": 1,
     "CONCURRENT_MANAGED_ACCESS": 1, "COOPERATIVE_LAUNCH": 1, "HOST_REGISTER_SUPPORTED": 1,
-    "MAX_BLOCKS_PER_MULTIPROCESSOR": 32, "MEMORY_POOLS_SUPPORTED": 1,
+    "MAX_BLOCKS_PER_MULTIPROCESSOR": 32, "MEMORY_POOLS_SUPPORTED": 1, "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 1,
 }
 
 
@@ -148,6 +161,11 @@ class SimulatedDevice:
             return False
         return self.spec.peers is None or peer.ordinal in self.spec.peers
 
+    def uses_host_pointers_for_registered_memory(self) -> bool:
+        """Whether the device reaches registered host memory at its host address (a subclass reads
+        its attribute for it)."""
+        return True
+
 
 class Device(SimulatedDevice):
     """A CUDA GPU: name, UUID and CUdevice_attribute values."""
@@ -164,6 +182,9 @@ class Device(SimulatedDevice):
 
     def attr(self, name: str) -> int:
         return self.attributes.get(attribute_number(name), 0)
+
+    def uses_host_pointers_for_registered_memory(self) -> bool:
+        return bool(self.attr("CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM"))
 
 
 class Context:
@@ -187,6 +208,23 @@ class Allocation:
     size: int
     kind: str  # "device", "host", "managed" or "global"
     device: Any  # the SimulatedDevice it belongs to
+
+
+@dataclass(eq=False)
+class HostRegistration:
+    """Host memory registered with the driver: page-locked and mapped for the devices."""
+
+    host: int
+    size: int
+    flags: int  # as the registering call was given them
+    ctx: Any  # the Context that registered it (HIP: the current device's)
+    device_ptr: int  # the address devices use: ``host``, or inside ``window``
+    window: int = 0  # the reserved, inaccessible mapping that gives ``device_ptr`` (0: none)
+    window_size: int = 0
+
+    def translate(self, device_address: int) -> int:
+        """The host address behind a device address inside this registration."""
+        return self.host + (device_address - self.device_ptr)
 
 
 @dataclass(eq=False)
@@ -259,6 +297,10 @@ class State:
         self.allocations: dict[int, Allocation] = {}
         self.starts: list[int] = []  # sorted allocation addresses, for range lookups
         self.graveyard: list[int] = []  # freed raw blocks, released once no stream can touch them
+        self.registered: dict[int, HostRegistration] = {}  # registered host memory by host address
+        self.registered_starts: list[int] = []  # sorted host addresses of ``registered``
+        self.aliases: dict[int, HostRegistration] = {}  # the same, by device address where that differs
+        self.alias_starts: list[int] = []  # sorted device addresses of ``aliases``
         self.inline = 0  # legacy-stream operations running in callers' threads
         self.binary_kernels: dict[str, Any] = {}  # names for cubin/fatbin images (set_binary_symbols)
         self.binary_globals: dict[str, int] = {}
@@ -291,6 +333,8 @@ class State:
             del self.functions[handle]
         for alloc in [a for a in self.allocations.values() if a.device is ctx.device]:
             self.release_locked(alloc)
+        for registration in [r for r in self.registered.values() if r.ctx is ctx]:
+            self.unregister_host_locked(registration.host)
         self.cv.notify_all()
 
     # ---- memory --------------------------------------------------------------------------------
@@ -333,6 +377,102 @@ class State:
             return None
         alloc = self.allocations[self.starts[index]]
         return alloc if ptr + max(size, 1) <= alloc.ptr + alloc.size else None
+
+    # ---- registered host memory ----------------------------------------------------------------
+    def registered_at_host_addresses(self) -> bool:
+        """Whether registered memory keeps its host address on the devices: the drivers document
+        that it does only if every device can use host pointers for registered memory."""
+        return all(device.uses_host_pointers_for_registered_memory() for device in self.devices)
+
+    def register_host(self, host: int, size: int, flags: int, ctx: Any) -> HostRegistration:
+        """Page-lock ``[host, host + size)``: already registered (712) if it overlaps a registered
+        range or a pinned host allocation."""
+        window = window_size = 0
+        device_ptr = host
+        if not self.registered_at_host_addresses():
+            offset = host % _PAGE
+            window_size = (offset + size + _PAGE - 1) // _PAGE * _PAGE
+            window = _libc.mmap(None, window_size, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+            if window in (None, _MAP_FAILED):
+                raise DriverError(2, f"no address space left for a device mapping of {size} bytes")
+            device_ptr = window + offset
+        registration = HostRegistration(host, size, flags, ctx, device_ptr, window or 0, window_size)
+        with self.lock:
+            clash = self._overlapping_locked(host, size)
+            if clash is None:
+                self.registered[host] = registration
+                insort(self.registered_starts, host)
+                if device_ptr != host:
+                    self.aliases[device_ptr] = registration
+                    insort(self.alias_starts, device_ptr)
+                return registration
+        if window:
+            _libc.munmap(window, window_size)
+        raise DriverError(712, f"[{host:#x}, +{size}) overlaps {clash}, which is page-locked already")
+
+    def _overlapping_locked(self, host: int, size: int) -> str | None:
+        end = host + size
+        index = bisect_right(self.registered_starts, end - 1) - 1
+        if index >= 0:
+            other = self.registered[self.registered_starts[index]]
+            if other.host + other.size > host:
+                return f"registered host memory [{other.host:#x}, +{other.size})"
+        index = bisect_right(self.starts, end - 1) - 1
+        while index >= 0:  # pinned host allocations; other kinds are no host memory to register
+            alloc = self.allocations[self.starts[index]]
+            if alloc.ptr + alloc.size <= host:
+                break
+            if alloc.kind == "host":
+                return f"the pinned host allocation [{alloc.ptr:#x}, +{alloc.size})"
+            index -= 1
+        return None
+
+    def unregister_host_locked(self, host: int) -> HostRegistration | None:
+        """Make the registration that starts at ``host`` pageable again; None if there is none."""
+        registration = self.registered.pop(host, None)
+        if registration is None:
+            return None
+        self.registered_starts.remove(host)
+        if registration.window:
+            del self.aliases[registration.device_ptr]
+            self.alias_starts.remove(registration.device_ptr)
+            _libc.munmap(registration.window, registration.window_size)
+        return registration
+
+    def registration_locked(self, address: int, size: int = 1) -> HostRegistration | None:
+        """The registration whose host range holds ``[address, address + size)``, or None."""
+        index = bisect_right(self.registered_starts, address) - 1
+        if index < 0:
+            return None
+        registration = self.registered[self.registered_starts[index]]
+        return registration if address + max(size, 1) <= registration.host + registration.size else None
+
+    def _alias_locked(self, address: int, size: int) -> HostRegistration | None:
+        index = bisect_right(self.alias_starts, address) - 1
+        if index < 0:
+            return None
+        registration = self.aliases[self.alias_starts[index]]
+        return registration if address + max(size, 1) <= registration.device_ptr + registration.size else None
+
+    def resolve_locked(self, address: int, size: int) -> tuple[int, Any] | None:
+        """What a device-side access of ``[address, address + size)`` touches: (host address, the
+        device whose memory it is; None for registered host memory), or None if it is no memory
+        a device may use (an allocation, registered host memory, or its device address)."""
+        alloc = self.find_locked(address, size)
+        if alloc is not None:
+            return address, alloc.device
+        if self.registration_locked(address, size) is not None:
+            return address, None
+        registration = self._alias_locked(address, size)
+        if registration is not None:
+            return registration.translate(address), None
+        return None
+
+    def host_address(self, address: int) -> int:
+        """``address``, or the host address behind it if it is a registration's device address."""
+        with self.lock:
+            registration = self._alias_locked(address, 1)
+        return address if registration is None else registration.translate(address)
 
     # ---- streams -------------------------------------------------------------------------------
     def enqueue(self, stream: Stream | None, ctx: Context, op: Op) -> None:
@@ -460,6 +600,8 @@ def shut_down(state: State, timeout: float = 5.0) -> None:
     with state.lock:
         for alloc in list(state.allocations.values()):
             state.release_locked(alloc)
+        for host in list(state.registered):
+            state.unregister_host_locked(host)
         state.inline = 0
         state.live.clear()
         state.flush_graveyard_locked()

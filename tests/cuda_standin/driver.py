@@ -24,8 +24,18 @@ Deliberate simplifications (documented here, pinned in tests/test_cuda_standin.p
 - the driver's "may return CUDA_ERROR_NOT_PERMITTED" for driver calls made from a host function
   is always applied;
 - ``cuMemAllocHost(0)`` and ``cuMemFree`` of an unknown pointer return CUDA_ERROR_INVALID_VALUE;
-  the last release of a primary context destroys what was made in it and clears its sticky
-  error, and the handle stays the same for the next retain (as for a real primary context).
+  the last release of a primary context destroys what was made in it (host memory registered in
+  it included) and clears its sticky error, and the handle stays the same for the next retain
+  (as for a real primary context);
+- registered host memory (``cuMemHostRegister``): a range that overlaps registered memory or a
+  ``cuMemAllocHost`` allocation is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  ``cuMemHostUnregister`` takes the base address given to the register call (anything else is
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED), from any context; ``cuMemHostGetDevicePointer`` gives
+  the device address of any byte of a registration made with CU_MEMHOSTREGISTER_DEVICEMAP (in
+  another context only if it was also CU_MEMHOSTREGISTER_PORTABLE) or of a ``cuMemAllocHost``
+  allocation (which unified addressing maps for every context), CUDA_ERROR_INVALID_VALUE
+  otherwise. Device-side copies and memsets accept registered memory, at its host address or its
+  device address, as they accept pinned allocations.
 """
 # ruff: noqa: N803  # parameter names follow cuda.bindings.driver (hStream, ByteCount, ...)
 
@@ -66,6 +76,12 @@ from ._types import (  # noqa: F401  # re-exported: the bindings' names
 )
 
 __standin__ = True  # lets tests (and _types) tell this module from the real one
+
+# cuMemHostRegister's flags (plain ints in the bindings too)
+CU_MEMHOSTREGISTER_PORTABLE = 0x01
+CU_MEMHOSTREGISTER_DEVICEMAP = 0x02
+CU_MEMHOSTREGISTER_IOMEMORY = 0x04
+CU_MEMHOSTREGISTER_READ_ONLY = 0x08
 
 DriverError = e.DriverError
 _SUCCESS = CUresult.CUDA_SUCCESS
@@ -140,13 +156,16 @@ def _lookup(table: dict[int, Any], handle: Any, what: str) -> Any:
     return found
 
 
-def _check_range(st: e.State, ptr: int, size: int, what: str) -> None:
+def _check_range(st: e.State, ptr: int, size: int, what: str) -> int:
+    """The host address a device-side access of ``[ptr, +size)`` touches (an allocation, or
+    registered host memory at its host or device address); INVALID_VALUE for anything else."""
     if size == 0:
-        return
+        return ptr
     with st.lock:
-        found = st.find_locked(ptr, size)
+        found = st.resolve_locked(ptr, size)
     if found is None:
-        raise e.fail(1, f"{what} [{ptr:#x}, +{size}) is not inside a driver allocation")
+        raise e.fail(1, f"{what} [{ptr:#x}, +{size}) is not inside a driver allocation or registered host memory")
+    return int(found[0])
 
 
 # ---- initialisation, devices, errors ---------------------------------------------------------------
@@ -377,6 +396,52 @@ def cuMemFreeHost(p: Any) -> tuple[()]:
     return _free(p, ("host",))
 
 
+@_api()
+def cuMemHostRegister(p: Any, bytesize: int, Flags: int) -> tuple[()]:
+    st = e.STATE
+    ctx = st.current()
+    host, size, flags = m.address(p), m.unsigned(bytesize), m.unsigned(Flags, 32, "unsigned int")
+    if not host or not size or flags & ~0xF:
+        raise e.fail(1, f"cuMemHostRegister({host:#x}, {size}, {flags:#x}): a null pointer, no bytes or unknown flags")
+    if flags & CU_MEMHOSTREGISTER_IOMEMORY:
+        raise e.fail(801, "cuMemHostRegister: the stand-in has no I/O memory to map")
+    st.register_host(host, size, flags, ctx)
+    return ()
+
+
+@_api()
+def cuMemHostUnregister(p: Any) -> tuple[()]:
+    st = e.STATE
+    st.current()
+    host = m.address(p)
+    with st.lock:
+        if st.unregister_host_locked(host) is None:
+            raise e.fail(713, f"cuMemHostUnregister: {host:#x} is not the base of registered host memory")
+    return ()
+
+
+@_api(1)
+def cuMemHostGetDevicePointer(p: Any, Flags: int) -> tuple[Any]:
+    st = e.STATE
+    ctx = st.current()
+    host = m.address(p)
+    if m.unsigned(Flags, 32, "unsigned int") != 0:
+        raise e.fail(1, "cuMemHostGetDevicePointer: Flags must be 0")
+    with st.lock:
+        registration = st.registration_locked(host)
+        if registration is None:
+            alloc = st.find_locked(host, 1)
+            if alloc is not None and alloc.kind == "host":
+                return (CUdeviceptr(host),)  # unified addressing: pinned allocations keep their address
+            raise e.fail(1, f"cuMemHostGetDevicePointer: {host:#x} is not in mapped, page-locked host memory")
+    if not registration.flags & CU_MEMHOSTREGISTER_DEVICEMAP:
+        raise e.fail(1, f"cuMemHostGetDevicePointer: {host:#x} was registered without CU_MEMHOSTREGISTER_DEVICEMAP")
+    if registration.ctx is not ctx and not registration.flags & CU_MEMHOSTREGISTER_PORTABLE:
+        raise e.fail(1, f"cuMemHostGetDevicePointer: {host:#x} was registered for another context only "
+                        f"(without CU_MEMHOSTREGISTER_PORTABLE)")
+    return (CUdeviceptr(registration.device_ptr + (host - registration.host)),)
+
+
 def _copy(dst: Any, src: Any, size: Any, stream: Any, check_dst: bool, check_src: bool) -> tuple[()]:
     st = e.STATE
     ctx = st.current()
@@ -388,9 +453,9 @@ def _copy(dst: Any, src: Any, size: Any, stream: Any, check_dst: bool, check_src
     if count and not (to and frm):
         raise e.fail(1, "a copy to or from a null pointer")
     if check_dst:
-        _check_range(st, to, count, "destination")
+        to = _check_range(st, to, count, "destination")
     if check_src:
-        _check_range(st, frm, count, "source")
+        frm = _check_range(st, frm, count, "source")
     keep = (dst, src)  # a caller's buffer objects stay alive until the copy ran
 
     def run() -> None:
@@ -448,7 +513,7 @@ def _memset(width: int, dst: Any, value: Any, count: Any, stream: Any, pitch: in
     if address % width or (height > 1 and pitch < row):
         raise e.fail(1, f"memset of {width}-byte values at {address:#x} (pitch {pitch}) is misaligned")
     extent = pitch * (height - 1) + row if count and height else 0
-    _check_range(st, address, extent, "memset destination")
+    address = _check_range(st, address, extent, "memset destination")
     pattern = value.to_bytes(width, "little") * count
 
     def run() -> None:

@@ -98,6 +98,9 @@ class HipDevice(SimulatedDevice):
     def attr(self, name: str) -> int:
         return self.attributes[attribute_number(name)]
 
+    def uses_host_pointers_for_registered_memory(self) -> bool:
+        return bool(self.attr("CanUseHostPointerForRegisteredMem"))
+
     def properties(self) -> hipDeviceProp_t:
         """What hipGetDeviceProperties reports, from the same values as hipDeviceGetAttribute."""
         a = self.attr

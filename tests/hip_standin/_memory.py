@@ -1,7 +1,8 @@
 """Copies and fills of the HIP stand-in (see hip.py for the rules it follows).
 
 TEST DOUBLE, not AMD code. As HIP validates them: a device-side pointer range must lie inside one
-HIP allocation (device, managed or pinned host memory; hipErrorInvalidValue otherwise), a copy of
+HIP allocation (device, managed or pinned host memory) or in host memory registered with
+``hipHostRegister``, at its host or its device address (hipErrorInvalidValue otherwise), a copy of
 zero bytes or a fill of zero elements does nothing, fills take any alignment and a 2D fill's pitch
 must hold a row. The work runs on the stream's device (the null stream: the current device's);
 memory of a device poisoned by a sticky fault is refused with that fault.
@@ -18,15 +19,19 @@ from . import _runtime as r
 from ._convert import CInt, CUChar, CUInt, CUShort, Ptr, SizeT
 
 
-def _touch(st: e.State, address: int, size: int, what: str) -> None:
-    """``[address, +size)`` must be HIP memory of a device that still works."""
+def _touch(st: e.State, address: int, size: int, what: str) -> int:
+    """``[address, +size)`` must be HIP memory of a device that still works, or registered host
+    memory; the host address the access touches."""
     if size == 0:
-        return
+        return address
     with st.lock:
-        alloc = st.find_locked(address, size)
-    if alloc is None:
-        raise e.fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation")
-    r.usable(alloc.device.context)
+        found = st.resolve_locked(address, size)
+    if found is None:
+        raise e.fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation or registered host memory")
+    host, device = found
+    if device is not None:
+        r.usable(device.context)
+    return int(host)
 
 
 def _copy(dst: int, src: int, size: int, stream: int, check_dst: bool, check_src: bool) -> tuple[()]:
@@ -34,14 +39,12 @@ def _copy(dst: int, src: int, size: int, stream: int, check_dst: bool, check_src
     queue, ctx = r.stream(st, stream)
     if size and not (dst and src):
         raise e.fail(1, "a copy to or from a null pointer")
-    if check_dst:
-        _touch(st, dst, size, "destination")
-    if check_src:
-        _touch(st, src, size, "source")
+    to = _touch(st, dst, size, "destination") if check_dst else dst
+    frm = _touch(st, src, size, "source") if check_src else src
 
     def run() -> None:
         if size:
-            ctypes.memmove(dst, src, size)
+            ctypes.memmove(to, frm, size)
 
     st.enqueue(queue, ctx, e.Op("copy", run, keep=(dst, src)))  # the ints keep a caller's buffers alive
     return ()
@@ -80,18 +83,18 @@ def _fill(width: int, dst: int, value: int, count: int, stream: int, pitch: int 
     extent = pitch * (height - 1) + row if count and height else 0
     if extent and not dst:
         raise e.fail(1, "a fill of a null pointer")
-    _touch(st, dst, extent, "fill destination")
+    target = _touch(st, dst, extent, "fill destination")
     pattern = (value & ((1 << 8 * width) - 1)).to_bytes(width, "little") * count
 
     def run() -> None:
         if not extent:
             return
         if height == 1:
-            ctypes.memmove(dst, pattern, row)
+            ctypes.memmove(target, pattern, row)
             return
         import numpy as np  # a strided fill of many rows, without a Python loop
 
-        base = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(dst)), dtype=np.uint8)
+        base = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(target)), dtype=np.uint8)
         rows = np.lib.stride_tricks.as_strided(base, shape=(height, row), strides=(pitch, 1))
         rows[:] = np.frombuffer(pattern, dtype=np.uint8)
 

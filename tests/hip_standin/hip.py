@@ -29,7 +29,15 @@ Deliberate simplifications and choices (pinned in tests/test_hip_standin.py):
 - HIP calls from a host function return hipErrorNotSupported (HIP: "must not make any HIP API calls");
 - ``init_error`` is returned by hipInit and by every call that would initialise the runtime;
 - hipModuleLaunchKernel follows HIP's launch checks (see ``_kernels``): the stream must be the
-  current device's, and a block beyond the kernel's launch bounds is hipErrorLaunchFailure.
+  current device's, and a block beyond the kernel's launch bounds is hipErrorLaunchFailure;
+- registered host memory (``hipHostRegister``) is the runtime's, for every device (HIP has one
+  context: "portable" always holds) and always mapped: a range that overlaps registered memory
+  or a ``hipHostMalloc`` allocation is hipErrorHostMemoryAlreadyRegistered;
+  ``hipHostUnregister`` takes the base address given to the register call (anything else is
+  hipErrorHostMemoryNotRegistered); ``hipHostGetDevicePointer`` gives the device address of any
+  byte of a registration or of a ``hipHostMalloc`` allocation, hipErrorInvalidValue otherwise.
+  The device address is the host address unless a device reports
+  hipDeviceAttributeCanUseHostPointerForRegisteredMem 0 (see cuda_standin's engine).
 """
 # ruff: noqa: N803  # parameter names follow hip-python (deviceId, sizeBytes, ...)
 
@@ -94,6 +102,7 @@ from ._types import (  # noqa: F401  # hip-python's names
     hipEventInterprocess,
     hipEventReleaseToDevice,
     hipEventReleaseToSystem,
+    hipExtHostRegisterCoarseGrained,
     hipFunction_attribute,
     hipHostMallocCoherent,
     hipHostMallocDefault,
@@ -102,6 +111,10 @@ from ._types import (  # noqa: F401  # hip-python's names
     hipHostMallocNumaUser,
     hipHostMallocPortable,
     hipHostMallocWriteCombined,
+    hipHostRegisterDefault,
+    hipHostRegisterIoMemory,
+    hipHostRegisterMapped,
+    hipHostRegisterPortable,
     hipMemAttachGlobal,
     hipMemAttachHost,
     hipMemAttachSingle,
@@ -271,6 +284,43 @@ def _free(address: int, kinds: tuple[str, ...], call: str) -> tuple[()]:
             raise e.fail(1, f"{call}: {address:#x} was freed meanwhile")
         st.release_locked(alloc)
     return ()
+
+
+@r.api()
+def hipHostRegister(hostPtr: Ptr, sizeBytes: SizeT, flags: CUInt) -> tuple[()]:
+    st = r.STATE
+    ctx = r.current(st)
+    if not hostPtr or not sizeBytes or flags & ~0xF:
+        raise e.fail(1, f"hipHostRegister({hostPtr:#x}, {sizeBytes}, {flags:#x}): a null pointer, no bytes or "
+                        f"unknown flags")
+    st.register_host(hostPtr, sizeBytes, flags, ctx)
+    return ()
+
+
+@r.api()
+def hipHostUnregister(hostPtr: Ptr) -> tuple[()]:
+    st = r.STATE
+    r.current(st)
+    with st.lock:
+        if st.unregister_host_locked(hostPtr) is None:
+            raise e.fail(713, f"hipHostUnregister: {hostPtr:#x} is not the base of registered host memory")
+    return ()
+
+
+@r.api(None)
+def hipHostGetDevicePointer(hstPtr: Ptr, flags: CUInt) -> tuple[int]:
+    st = r.STATE
+    r.current(st)
+    if flags != 0:
+        raise e.fail(1, "hipHostGetDevicePointer: flags must be 0")
+    with st.lock:
+        registration = st.registration_locked(hstPtr)
+        if registration is None:
+            alloc = st.find_locked(hstPtr, 1)
+            if alloc is not None and alloc.kind == "host":
+                return (hstPtr,)
+            raise e.fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
+    return (registration.device_ptr + (hstPtr - registration.host),)
 
 
 @r.api()
