@@ -24,6 +24,9 @@ def _integer(owner: str, name: str, value: Any) -> int:
 
 
 class PlatformInfo(IntEnum):
+    """What ``olGetPlatformInfo`` can tell about a platform: its ``NAME`` (``"host"``, ``"cuda"``,
+    ``"amdgpu"``), ``VENDOR_NAME``, ``VERSION`` (the driver or runtime version) and ``BACKEND``."""
+
     NAME = 0
     VENDOR_NAME = 1
     VERSION = 2
@@ -31,6 +34,12 @@ class PlatformInfo(IntEnum):
 
 
 class PlatformBackend(IntEnum):
+    """Which backend a platform is, with LLVM 22's numbers; ``olInit(platforms=[...])`` takes these.
+
+    offloadrt has plugins for ``CUDA``, ``AMDGPU`` and ``HOST`` (the CPU); ``LEVEL_ZERO`` is in
+    the C API but has no plugin here.
+    """
+
     UNKNOWN = 0
     CUDA = 1
     AMDGPU = 2
@@ -39,6 +48,10 @@ class PlatformBackend(IntEnum):
 
 
 class DeviceType(IntEnum):
+    """A device's kind (``olGetDeviceInfo(device, DeviceInfo.TYPE)``): ``GPU`` for CUDA and AMD GPUs,
+    ``HOST`` for the host device, which runs kernels on the CPU and also names host memory in
+    ``olMemcpy``. ``DEFAULT``, ``ALL`` and ``CPU`` exist in the C API; no offloadrt device has them."""
+
     DEFAULT = 0
     ALL = 1
     GPU = 2
@@ -47,6 +60,9 @@ class DeviceType(IntEnum):
 
 
 class DeviceInfo(IntEnum):
+    """The properties ``olGetDeviceInfo`` reports. A backend that cannot tell one raises
+    ``UNIMPLEMENTED`` (the host device's ``MEMORY_CLOCK_RATE`` without SMBIOS memory records)."""
+
     TYPE = 0
     PLATFORM = 1
     NAME = 2
@@ -79,6 +95,8 @@ class DeviceInfo(IntEnum):
 
 
 class FpCapabilityFlag(IntFlag):
+    """Floating-point capabilities, combined as flags in ``DeviceInfo.*_FP_CONFIG``."""
+
     CORRECTLY_ROUNDED_DIVIDE_SQRT = 1 << 0
     ROUND_TO_NEAREST = 1 << 1
     ROUND_TO_ZERO = 1 << 2
@@ -90,12 +108,26 @@ class FpCapabilityFlag(IntFlag):
 
 
 class AllocType(IntEnum):
+    """The kind of memory ``olMemAlloc`` returns.
+
+    - ``DEVICE``: memory of the device, for kernels' data. On a GPU the host cannot touch it
+      (copy with ``olMemcpy``).
+    - ``HOST``: page-locked host memory the device can reach, for fast copies and staging.
+    - ``MANAGED``: memory both sides can use, migrated by the driver.
+
+    On the host device all three are ordinary host memory that Python can read and write
+    directly; use ``DEVICE`` for data that kernels work on, so the same code runs on a GPU.
+    """
+
     HOST = 0
     DEVICE = 1
     MANAGED = 2
 
 
 class MemInfo(IntEnum):
+    """What ``olGetMemInfo`` tells about the allocation an address lies in: its ``DEVICE``,
+    ``BASE`` address, ``SIZE`` in bytes and ``TYPE`` (an :class:`AllocType`)."""
+
     DEVICE = 0
     BASE = 1
     SIZE = 2
@@ -103,21 +135,31 @@ class MemInfo(IntEnum):
 
 
 class QueueInfo(IntEnum):
+    """What ``olGetQueueInfo`` tells: the queue's ``DEVICE``, and whether it is ``EMPTY`` (no work pending)."""
+
     DEVICE = 0
     EMPTY = 1
 
 
 class EventInfo(IntEnum):
+    """What ``olGetEventInfo`` tells: the ``QUEUE`` the event was created on, and whether it
+    ``IS_COMPLETE``."""
+
     QUEUE = 0
     IS_COMPLETE = 1
 
 
 class SymbolKind(IntEnum):
+    """What ``olGetSymbol`` looks for in a program: a ``KERNEL`` or a ``GLOBAL_VARIABLE``."""
+
     KERNEL = 0
     GLOBAL_VARIABLE = 1
 
 
 class SymbolInfo(IntEnum):
+    """What ``olGetSymbolInfo`` tells: the symbol's ``KIND``, a global variable's address and
+    size, and (offloadrt's addition) its ``NAME``."""
+
     KIND = 0
     GLOBAL_VARIABLE_ADDRESS = 1
     GLOBAL_VARIABLE_SIZE = 2
@@ -126,19 +168,30 @@ class SymbolInfo(IntEnum):
 
 @dataclass
 class Dimensions:
-    """``ol_dimensions_t``: three unsigned 32-bit extents (integers, checked on assignment)."""
+    """``ol_dimensions_t``: three extents, each an integer in 0 .. 2**32-1 (checked when set:
+    anything else raises ``INVALID_ARGUMENT`` at once). ``olLaunchKernel`` then requires each
+    extent to be at least 1 and within the device's limits (``INVALID_SIZE``)."""
 
     x: int = 1
     y: int = 1
     z: int = 1
 
     def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, _integer("Dimensions", name, value))
+        number = _integer("Dimensions", name, value)
+        if not 0 <= number <= 0xFFFFFFFF:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"Dimensions.{name} must be in 0 .. 2**32-1 (a C uint32_t), got {number}")
+        object.__setattr__(self, name, number)
 
 
 @dataclass
 class KernelLaunchSizeArgs:
-    """``ol_kernel_launch_size_args_t``: how many work-groups of which size, and dynamic shared memory."""
+    """``ol_kernel_launch_size_args_t``: how many work-groups of which size, and dynamic shared memory.
+
+    ``dimensions`` (1, 2 or 3) says how many of the extents are used; ``num_groups`` and
+    ``group_size`` are :class:`Dimensions`; ``dyn_shared_memory`` is the bytes of work-group
+    memory each group gets. Values are checked to be integers when set.
+    """
 
     dimensions: int = 1
     num_groups: Dimensions = field(default_factory=Dimensions)
