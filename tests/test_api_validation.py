@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from conftest import Gate, all_devices, expect_error, launch_args, u32_view
 
+import offloadrt
 from offloadrt import (
     AllocType,
     CodeLocation,
@@ -1209,3 +1210,11 @@ def test_runtime_and_queue_stay_usable_after_a_burst_of_errors(world: World) -> 
     assert list(u32_view(w.ptr, 32)) == list(range(32))
     assert api.olGetMemInfo(w.ptr, MemInfo.SIZE) == 4096
     assert_runtime_works(w.host, w.program)
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    for module in (api, offloadrt):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if callable(value) or isinstance(value, type):
+                assert (value.__doc__ or "").strip(), f"{module.__name__}.{name} has no docstring"

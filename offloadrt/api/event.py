@@ -21,6 +21,8 @@ def olCreateEvent(ctx: Context, queue: Queue) -> Event:
 
 @entry_point
 def olDestroyEvent(ctx: Context, event: Event) -> None:
+    """Release ``event``; it does not wait, and the work before the event goes on. Using the
+    handle afterwards is ``INVALID_EVENT``."""
     live_event(event)
     assert isinstance(event, Event)
     with event.device.lock:  # claim the handle: of two racing destroys, one wins
@@ -59,6 +61,7 @@ def olGetEventInfo(ctx: Context, event: Event, prop: EventInfo) -> Any:
 
 @entry_point
 def olGetEventInfoSize(ctx: Context, event: Event, prop: EventInfo) -> int:
+    """The byte size the C API reports for ``prop`` (8 for ``QUEUE``, 1 for ``IS_COMPLETE``)."""
     prop, value = _event_value(event, prop)
     return value_size(EVENT_INFO_KINDS[prop], value)
 

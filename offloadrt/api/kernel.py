@@ -70,6 +70,8 @@ def olGetSymbolInfo(ctx: Context, symbol: Symbol, prop: SymbolInfo) -> Any:
 
 @entry_point
 def olGetSymbolInfoSize(ctx: Context, symbol: Symbol, prop: SymbolInfo) -> int:
+    """The byte size the C API reports for ``prop`` (``NAME`` counts its NUL); ``SYMBOL_KIND``
+    where ``olGetSymbolInfo`` would raise it."""
     prop, value = _symbol_value(symbol, prop)
     return value_size(SYMBOL_INFO_KINDS[prop], value)
 

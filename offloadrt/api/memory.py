@@ -99,6 +99,7 @@ def olGetMemInfo(ctx: Context, ptr: int, prop: MemInfo) -> Any:
 
 @entry_point
 def olGetMemInfoSize(ctx: Context, ptr: int, prop: MemInfo) -> int:
+    """The byte size the C API reports for ``prop`` (8 for ``DEVICE``, ``BASE`` and ``SIZE``, 4 for ``TYPE``)."""
     prop, value = _mem_value(ctx, ptr, prop)
     return value_size(MEM_INFO_KINDS[prop], value)
 

@@ -193,6 +193,7 @@ def olGetQueueInfo(ctx: Context, queue: Queue, prop: QueueInfo) -> Any:
 
 @entry_point
 def olGetQueueInfoSize(ctx: Context, queue: Queue, prop: QueueInfo) -> int:
+    """The byte size the C API reports for ``prop`` (8 for ``DEVICE``, 1 for ``EMPTY``)."""
     prop, value = _queue_value(queue, prop)
     return value_size(QUEUE_INFO_KINDS[prop], value)
 
