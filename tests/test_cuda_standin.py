@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import struct
 import subprocess
 import sys
@@ -315,6 +316,83 @@ def test_copies_and_fills_move_data(driver: Any) -> None:
     assert code(driver.cuMemsetD2D8Async(a, 1, 0, 2, 2, stream)) == "CUDA_ERROR_INVALID_VALUE"  # pitch < width
     with pytest.raises(OverflowError):  # as in the bindings: the value is an unsigned char
         driver.cuMemsetD8Async(a, 300, 1, stream)
+
+
+def test_registered_host_memory_is_tracked_and_refused_as_the_driver_documents(driver: Any) -> None:
+    ctx1, ctx0 = retain(driver, 1), retain(driver, 0)
+    portable_mapped = driver.CU_MEMHOSTREGISTER_PORTABLE | driver.CU_MEMHOSTREGISTER_DEVICEMAP
+    buffer = ctypes.create_string_buffer(bytes(range(256)), 4096)
+    host = ctypes.addressof(buffer)
+    ok(driver.cuMemHostRegister(host, 4096, portable_mapped))
+    registration = standin.state().registered[host]
+    assert (registration.size, registration.flags, registration.ctx.handle) == (4096, 3, int(ctx0))
+    assert int(ok(driver.cuMemHostGetDevicePointer(host, 0))) == host  # every device uses host pointers
+    assert int(ok(driver.cuMemHostGetDevicePointer(host + 100, 0))) == host + 100
+    for start, size in ((host, 4096), (host + 64, 8), (host - 64, 128), (host + 4095, 10)):
+        assert code(driver.cuMemHostRegister(start, size, 0)) == "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
+    pinned = ok(driver.cuMemAllocHost(64))
+    assert code(driver.cuMemHostRegister(pinned + 8, 8, 0)) == "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
+    assert int(ok(driver.cuMemHostGetDevicePointer(pinned + 8, 0))) == pinned + 8
+    other = ctypes.create_string_buffer(64)
+    for args in ((0, 64, 0), (ctypes.addressof(other), 0, 0), (ctypes.addressof(other), 64, 0x10)):
+        assert code(driver.cuMemHostRegister(*args)) == "CUDA_ERROR_INVALID_VALUE"
+    assert code(driver.cuMemHostGetDevicePointer(ctypes.addressof(other), 0)) == "CUDA_ERROR_INVALID_VALUE"
+    assert driver.cuMemHostGetDevicePointer(host, 1) == (driver.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    # Device-side copies and memsets take registered memory as they take pinned allocations.
+    stream = ok(driver.cuStreamCreate(1))
+    device = ok(driver.cuMemAlloc(64))
+    ok(driver.cuMemcpyDtoDAsync(device, host, 64, stream))
+    ok(driver.cuMemsetD8Async(host + 64, 0xAB, 4, stream))
+    ok(driver.cuStreamSynchronize(stream))
+    assert standin.read(int(device), 64) == bytes(range(64)) and buffer.raw[64:68] == b"\xab" * 4
+    assert code(driver.cuMemsetD8Async(host + 4090, 0, 8, stream)) == "CUDA_ERROR_INVALID_VALUE"  # runs past it
+    # Without DEVICEMAP there is no device address; without PORTABLE, none in another context.
+    ok(driver.cuMemHostRegister(ctypes.addressof(other), 32, driver.CU_MEMHOSTREGISTER_PORTABLE))
+    assert code(driver.cuMemHostGetDevicePointer(ctypes.addressof(other), 0)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(driver.cuMemHostRegister(ctypes.addressof(other) + 32, 32, driver.CU_MEMHOSTREGISTER_DEVICEMAP))
+    ok(driver.cuMemHostGetDevicePointer(ctypes.addressof(other) + 32, 0))
+    ok(driver.cuCtxSetCurrent(ctx1))
+    assert code(driver.cuMemHostGetDevicePointer(ctypes.addressof(other) + 32, 0)) == "CUDA_ERROR_INVALID_VALUE"
+    assert int(ok(driver.cuMemHostGetDevicePointer(host + 8, 0))) == host + 8  # portable
+    # Unregistering takes the base address, from any context.
+    for address in (host + 8, pinned, ctypes.addressof(other) + 8):
+        assert code(driver.cuMemHostUnregister(address)) == "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
+    ok(driver.cuMemHostUnregister(host))
+    assert host not in standin.state().registered
+    assert code(driver.cuMemHostUnregister(host)) == "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
+    assert code(driver.cuMemHostGetDevicePointer(host, 0)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(driver.cuMemHostRegister(host + 64, 64, 0))  # pageable again: it can be registered anew (in ctx1)
+    # The last release of a primary context takes what was registered in it along.
+    ok(driver.cuDevicePrimaryCtxRelease(0))
+    assert list(standin.state().registered) == [host + 64]
+
+
+def test_registered_memory_has_device_addresses_of_its_own_where_a_device_cannot_use_host_pointers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As cuMemHostRegister documents: if any device lacks CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+    device addresses differ from host addresses, for every device."""
+    no_host_pointers = DeviceSpec(attributes={"CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 0})
+    d = standin.install(monkeypatch, devices=[DeviceSpec(), no_host_pointers])
+    ok(d.cuInit(0))
+    retain(d)
+    buffer = ctypes.create_string_buffer(bytes(range(128)), 128)
+    host = ctypes.addressof(buffer)
+    ok(d.cuMemHostRegister(host, 128, d.CU_MEMHOSTREGISTER_PORTABLE | d.CU_MEMHOSTREGISTER_DEVICEMAP))
+    alias = int(ok(d.cuMemHostGetDevicePointer(host, 0)))
+    assert alias != host and alias % 4096 == host % 4096
+    assert int(ok(d.cuMemHostGetDevicePointer(host + 10, 0))) == alias + 10
+    stream = ok(d.cuStreamCreate(1))
+    device = ok(d.cuMemAlloc(128))
+    ok(d.cuMemcpyDtoDAsync(device, alias, 128, stream))  # the device address reads the host memory
+    ok(d.cuMemsetD8Async(alias + 120, 0xCD, 8, stream))  # and writes it
+    ok(d.cuStreamSynchronize(stream))
+    assert standin.read(int(device), 120) == bytes(range(120)) and buffer.raw[120:] == b"\xcd" * 8
+    assert standin.read(alias, 4) == bytes(range(4))  # the test helpers translate it too
+    assert code(d.cuMemsetD8Async(alias + 120, 0, 9, stream)) == "CUDA_ERROR_INVALID_VALUE"
+    ok(d.cuMemHostUnregister(host))
+    assert standin.state().aliases == {}
+    assert code(d.cuMemcpyDtoDAsync(device, alias, 8, stream)) == "CUDA_ERROR_INVALID_VALUE"
+    standin.shutdown()
 
 
 # ---- streams and host functions ------------------------------------------------------------------
@@ -696,3 +774,20 @@ def test_works_without_cuda_bindings_installed() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parent)
     assert done.returncode == 0 and "fallback ok" in done.stdout, done.stderr
+
+
+def test_every_driver_function_has_the_real_parameters() -> None:
+    """Each ``cu*`` function of the stand-in takes the real bindings' parameters, by name and in order."""
+    real = standin._types.real
+    if real is None:
+        pytest.skip("the real cuda-bindings (cuda.bindings.driver) is not importable: nothing to compare with")
+    functions = {name: fn for name, fn in vars(standin.driver).items()
+                 if name.startswith("cu") and callable(getattr(fn, "__wrapped__", None))}
+    assert {"cuMemHostRegister", "cuMemHostUnregister", "cuMemHostGetDevicePointer", "cuLaunchKernel"} <= set(functions)
+    wrong = {name: (str(inspect.signature(fn)), str(inspect.signature(getattr(real, name))))
+             for name, fn in functions.items()
+             if list(inspect.signature(fn).parameters) != list(inspect.signature(getattr(real, name)).parameters)}
+    assert not wrong, wrong
+    for flag in ("CU_MEMHOSTREGISTER_PORTABLE", "CU_MEMHOSTREGISTER_DEVICEMAP", "CU_MEMHOSTREGISTER_IOMEMORY",
+                 "CU_MEMHOSTREGISTER_READ_ONLY"):
+        assert vars(standin.driver)[flag] == int(getattr(real, flag)), flag

@@ -319,6 +319,59 @@ def test_copies_and_fills_move_data(hip: Any) -> None:
     ok(hip.hipMemcpyHtoDAsync(0, None, 0, stream))  # nothing to copy: nothing checked
 
 
+def test_registered_host_memory_is_tracked_and_refused_as_hip_documents(hip: Any) -> None:
+    buffer = ctypes.create_string_buffer(bytes(range(256)), 4096)
+    host = ctypes.addressof(buffer)
+    ok(hip.hipHostRegister(host, 4096, hip.hipHostRegisterPortable | hip.hipHostRegisterMapped))
+    assert standin.state().registered[host].size == 4096
+    assert ok(hip.hipHostGetDevicePointer(host + 100, 0)) == host + 100  # every device uses host pointers
+    ok(hip.hipSetDevice(1))
+    assert ok(hip.hipHostGetDevicePointer(host, 0)) == host  # one context: every device sees it
+    for start, size in ((host, 4096), (host + 64, 8), (host - 64, 128), (host + 4095, 10)):
+        assert code(hip.hipHostRegister(start, size, 0)) == "hipErrorHostMemoryAlreadyRegistered"
+    pinned = ok(hip.hipHostMalloc(64, 0))
+    assert code(hip.hipHostRegister(pinned + 8, 8, 0)) == "hipErrorHostMemoryAlreadyRegistered"
+    assert ok(hip.hipHostGetDevicePointer(pinned + 8, 0)) == pinned + 8
+    other = ctypes.create_string_buffer(64)
+    for args in ((0, 64, 0), (ctypes.addressof(other), 0, 0), (ctypes.addressof(other), 64, 0x10)):
+        assert code(hip.hipHostRegister(*args)) == "hipErrorInvalidValue"
+    assert hip.hipHostGetDevicePointer(ctypes.addressof(other), 0) == (hip.hipError_t.hipErrorInvalidValue, None)
+    assert code(hip.hipHostGetDevicePointer(host, 1)) == "hipErrorInvalidValue"
+    stream = ok(hip.hipStreamCreateWithFlags(1))
+    device = ok(hip.hipMalloc(64))
+    ok(hip.hipMemcpyDtoDAsync(device, host, 64, stream))  # device-side access takes registered memory
+    ok(hip.hipMemsetD8Async(host + 64, 0xAB, 4, stream))
+    ok(hip.hipStreamSynchronize(stream))
+    assert standin.read(device, 64) == bytes(range(64)) and buffer.raw[64:68] == b"\xab" * 4
+    assert code(hip.hipMemsetD8Async(host + 4090, 0, 8, stream)) == "hipErrorInvalidValue"  # runs past it
+    for address in (host + 8, pinned, ctypes.addressof(other)):
+        assert code(hip.hipHostUnregister(address)) == "hipErrorHostMemoryNotRegistered"
+    ok(hip.hipHostUnregister(host))
+    assert host not in standin.state().registered
+    assert code(hip.hipHostGetDevicePointer(host, 0)) == "hipErrorInvalidValue"
+    assert code(hip.hipMemcpyDtoDAsync(device, host, 64, stream)) == "hipErrorInvalidValue"
+
+
+def test_registered_memory_has_device_addresses_of_its_own_where_a_device_cannot_use_host_pointers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hip = standin.install(monkeypatch, devices=[DeviceSpec(attributes={"CanUseHostPointerForRegisteredMem": 0})])
+    buffer = ctypes.create_string_buffer(bytes(range(128)), 128)
+    host = ctypes.addressof(buffer)
+    ok(hip.hipHostRegister(host, 128, 0))
+    alias = ok(hip.hipHostGetDevicePointer(host, 0))
+    assert alias != host and ok(hip.hipHostGetDevicePointer(host + 10, 0)) == alias + 10
+    stream = ok(hip.hipStreamCreateWithFlags(1))
+    device = ok(hip.hipMalloc(128))
+    ok(hip.hipMemcpyDtoDAsync(device, alias, 128, stream))
+    ok(hip.hipMemsetD8Async(alias + 120, 0xCD, 8, stream))
+    ok(hip.hipStreamSynchronize(stream))
+    assert standin.read(device, 120) == bytes(range(120)) and buffer.raw[120:] == b"\xcd" * 8
+    assert standin.read(alias, 4) == bytes(range(4))
+    ok(hip.hipHostUnregister(host))
+    assert standin.state().aliases == {}
+    standin.shutdown()
+
+
 def test_peer_access_and_peer_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     hip = standin.install(monkeypatch, devices=[DeviceSpec(peers={1}), DeviceSpec(peers=set()), DeviceSpec()])
     assert [ok(hip.hipDeviceCanAccessPeer(0, peer)) for peer in range(3)] == [0, 1, 0]
