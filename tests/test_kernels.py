@@ -12,6 +12,7 @@ import pytest
 from conftest import Gate, expect_error, kernel, launch_args, u32_view
 
 from offloadrt import (
+    AllocType,
     DeviceInfo,
     Dimensions,
     ErrorCode,
@@ -306,3 +307,33 @@ def test_launching_a_global_is_symbol_kind(host, basic):
 
 def test_optimal_occupancy_is_unsupported_on_the_host(host, basic):
     expect_error(ErrorCode.UNSUPPORTED, api.olCalculateOptimalOccupancy, host, kernel(basic, "foo"), 0)
+
+
+# ---- kernels that declare the size of their argument blob ------------------------------------------
+
+class ScaleArgs(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("factor", ctypes.c_float)]
+
+
+def test_a_declared_argument_size_refuses_a_wrong_or_missing_blob(host, queue, build) -> None:
+    program = api.olCreateProgram(host, build("declared_args"))
+    scale = kernel(program, "scale")
+    data = api.olMemAlloc(host, AllocType.HOST, 64 * 4)
+    values = (ctypes.c_float * 64).from_address(data)
+    values[:] = list(range(64))
+    good = bytes(ScaleArgs(data, 2.0))
+    for q in (None, queue):
+        for blob, given in ((None, "no argument blob"), (good[:8], "a 8-byte argument blob"),
+                            (good + b"\0" * 8, f"a {len(good) + 8}-byte argument blob")):
+            err = expect_error(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, q, host, scale, blob, launch_args(1, 64))
+            assert f"kernel 'scale' takes a {len(good)}-byte argument blob, got {given}" in err.details
+    api.olSyncQueue(queue)
+    assert values[10] == 10.0, "a refused launch did not run"
+    api.olLaunchKernel(queue, host, scale, good, launch_args(1, 64))
+    api.olSyncQueue(queue)
+    assert values[10] == 20.0
+    nothing = kernel(program, "nothing")
+    api.olLaunchKernel(None, host, nothing, None, launch_args())
+    expect_error(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, None, host, nothing, b"\0" * 8, launch_args())
+    api.olLaunchKernel(None, host, kernel(program, "undeclared"), b"\0" * 3, launch_args())  # nothing to check
+    api.olMemFree(data)

@@ -135,9 +135,23 @@ class HostImage(DeviceImage):
 class HostKernel(GenericKernel):
     __slots__ = ("fn",)
 
-    def __init__(self, image: HostImage, name: str, fn: Any):
-        super().__init__(image, name)
+    def __init__(self, image: HostImage, name: str, fn: Any, args_size: int | None):
+        super().__init__(image, name, args_size)
         self.fn = fn
+
+
+ARGS_SIZE_PREFIX = "__ol_args_size_"  # OL_HOST_KERNEL_ARGS in host_kernel.h
+
+
+def _declared_args_size(image: HostImage, name: str) -> int | None:
+    """The argument blob size the image declares for kernel ``name`` (OL_HOST_KERNEL_ARGS), if any."""
+    symbol = image.symbols.get(ARGS_SIZE_PREFIX + name)
+    if symbol is None or symbol.kind != "object" or symbol.size != 8:
+        return None
+    try:
+        return int(ctypes.c_uint64.in_dll(image.lib, ARGS_SIZE_PREFIX + name).value)
+    except ValueError:
+        return None
 
 
 class HostDevice(GenericDevice):
@@ -237,7 +251,7 @@ class HostDevice(GenericDevice):
             fn = KERNEL_PROTOTYPE((name, image.lib))
         except AttributeError as exc:
             raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': the loader cannot resolve it: {exc}") from None
-        return HostKernel(image, name, fn)
+        return HostKernel(image, name, fn, _declared_args_size(image, name))
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, HostImage)

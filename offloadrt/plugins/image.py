@@ -12,13 +12,18 @@ if TYPE_CHECKING:
 
 
 class GenericKernel:
-    """A kernel of a loaded image; backends subclass it to hold their function handle."""
+    """A kernel of a loaded image; backends subclass it to hold their function handle.
 
-    __slots__ = ("image", "name", "__weakref__")
+    ``args_size`` is the byte size of the argument blob the kernel reads, where the image says
+    (None: unknown); a launch with a blob of another size is refused.
+    """
 
-    def __init__(self, image: DeviceImage, name: str):
+    __slots__ = ("image", "name", "args_size", "__weakref__")
+
+    def __init__(self, image: DeviceImage, name: str, args_size: int | None = None):
         self.image = image
         self.name = name
+        self.args_size = args_size
 
 
 class GlobalVariable:

@@ -28,6 +28,13 @@ class PluginUnavailable(Exception):
     """Raised by ``_init_impl`` when the backend's driver package or library is missing."""
 
 
+def _wrong_blob(kernel: GenericKernel, args: bytes | None) -> OffloadError:
+    given = "no argument blob" if not args else f"a {len(args)}-byte argument blob"
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"kernel {kernel.name!r} takes a {kernel.args_size}-byte argument blob, got {given}; "
+                        f"pack its parameters with C alignment (a ctypes.Structure of the kernel's struct)")
+
+
 def _unsupported(what: str) -> OffloadError:
     return OffloadError(ErrorCode.UNSUPPORTED, f"{what} is not supported by this backend")
 
@@ -210,6 +217,8 @@ class GenericDevice(ABC):
                 self._valid_shapes.add(shape)
         if kernel.image.unloaded:
             kernel.image.check_loaded()
+        if kernel.args_size is not None and len(args or b"") != kernel.args_size:
+            raise _wrong_blob(kernel, args)
         self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
 
     def _check_launch_shape(self, num_groups: Dim3, group_size: Dim3, dyn: int) -> None:

@@ -34,9 +34,23 @@ typedef int (*ol_host_kernel_t)(const void *args, const ol_host_launch_t *launch
 
 #if defined(__GNUC__) || defined(__clang__)
 #define OL_HOST_KERNEL __attribute__((visibility("default"))) int
+#define OL_HOST_EXPORT __attribute__((visibility("default")))
 #else
 #define OL_HOST_KERNEL int
+#define OL_HOST_EXPORT
 #endif
+
+/* Optional, and recommended: tell offloadrt the size of a kernel's argument blob, so that an
+ * olLaunchKernel whose blob has another size (or none) is refused with INVALID_ARGUMENT instead of
+ * letting the kernel read past it. Write it after the kernel, with the struct the kernel copies:
+ *   OL_HOST_KERNEL_ARGS(scale, struct scale_args);
+ * and OL_HOST_KERNEL_NO_ARGS(name) for a kernel that takes no arguments. */
+#define OL_HOST_KERNEL_ARGS(kernel, type) \
+  OL_HOST_EXPORT extern const uint64_t __ol_args_size_##kernel; \
+  const uint64_t __ol_args_size_##kernel = sizeof(type)
+#define OL_HOST_KERNEL_NO_ARGS(kernel) \
+  OL_HOST_EXPORT extern const uint64_t __ol_args_size_##kernel; \
+  const uint64_t __ol_args_size_##kernel = 0
 
 #ifdef __cplusplus
 }

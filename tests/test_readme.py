@@ -1,0 +1,27 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_the_first_kernel_example_runs_and_prints_its_result(tmp_path: Path) -> None:
+    source = next(block for block in blocks("c") if block.startswith("/* scale.c */"))
+    script = next(block for block in blocks("python") if '"scale.c"' in block)
+    (tmp_path / "scale.c").write_text(source)
+    (tmp_path / "example.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["20.0"], result.stdout
