@@ -545,6 +545,248 @@ def test_fill_writes_the_pattern_exactly(rt: Runtime, width: int) -> None:
     assert not problems, "\n".join(problems)
 
 
+# ---- registered host memory ---------------------------------------------------------------------
+# olMemRegister pins with cuMemHostRegister(PORTABLE | DEVICEMAP) and answers the device address
+# from cuMemHostGetDevicePointer; the generic layer counts users of a range per device, the GPU
+# layer counts the devices of the plugin that use one driver registration.
+
+PORTABLE_MAPPED = 0x1 | 0x2  # CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP
+NO_HOST_POINTERS = DeviceSpec(attributes={"CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 0})
+
+
+def registered() -> dict[int, tuple[int, int]]:
+    """The stand-in's registered host memory: {host address: (size, device address)}."""
+    state = standin.state()
+    with state.lock:
+        return {host: (r.size, r.device_ptr) for host, r in state.registered.items()}
+
+
+@pytest.mark.parametrize("own_addresses", [False, True], ids=["host-addresses", "device-addresses"])
+def test_register_pins_the_range_and_answers_the_drivers_device_address(
+        monkeypatch: pytest.MonkeyPatch, own_addresses: bool) -> None:
+    """The address olMemRegister returns is the driver's (a window of its own where a device cannot
+    use host pointers); a range inside it is one more user, at the same offset, with no driver call;
+    the driver unpins the range only at the last olMemUnregister."""
+    devices = [DeviceSpec(), NO_HOST_POINTERS if own_addresses else DeviceSpec()]
+    with stand_in_runtime(monkeypatch, devices=devices) as runtime:
+        gpu = runtime.gpus[0]
+        buffer, host = host_buffer(8192)
+        pinned = api.olMemRegister(gpu, host, 8192)
+        assert registered() == {host: (8192, pinned)}
+        assert (pinned != host) == own_addresses
+        assert calls_of("cuMemHostRegister") == [(host, 8192, PORTABLE_MAPPED)]
+        assert [int(args[0]) for args in calls_of("cuMemHostGetDevicePointer")] == [host]
+        inner = api.olMemRegister(gpu, host + 4096, 64)
+        again = api.olMemRegister(gpu, host, 8192)
+        assert (inner, again) == (pinned + 4096, pinned)
+        assert count("cuMemHostRegister") == 1 and count("cuMemHostGetDevicePointer") == 1
+        for ptr in (host + 4096, host):
+            api.olMemUnregister(gpu, ptr)
+            assert registered() == {host: (8192, pinned)}, "unpinned while it had users"
+        api.olMemUnregister(gpu, host + 100)  # any address inside names the range
+        assert registered() == {} and [int(args[0]) for args in calls_of("cuMemHostUnregister")] == [host]
+        expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu, host)
+
+
+def test_a_partial_overlap_is_invalid_argument_and_registers_nothing(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    buffer, host = host_buffer(1024)
+    api.olMemRegister(gpu0, host + 256, 256)
+    for device, start, size in ((gpu0, host + 384, 256), (gpu0, host, 512), (gpu1, host + 384, 256),
+                                (gpu1, host, 1024)):
+        err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, device, start, size)
+        assert "only in part" in err.details, err
+        if device is gpu1:  # registered with the other GPU: the driver pins a range once for both
+            assert "another CUDA device" in err.details, err
+    assert registered() == {host + 256: (256, host + 256)} and count("cuMemHostRegister") == 1
+    api.olMemUnregister(gpu0, host + 256)
+    assert api.olMemRegister(gpu1, host, 1024) == host  # apart from every registration: fine
+
+
+def test_unregistering_memory_that_is_not_registered_is_invalid_argument(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    buffer, host = host_buffer(256)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu0, host)
+    api.olMemRegister(gpu0, host, 256)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu1, host)  # registered with the other GPU only
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu0, host + 256)
+    api.olMemUnregister(gpu0, host)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu0, host)
+    assert count("cuMemHostUnregister") == 1 and registered() == {}
+
+
+def test_registering_inside_a_host_allocation_of_the_device_makes_no_driver_call(rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    pinned = api.olMemAlloc(gpu, AllocType.HOST, 4096)
+    assert api.olMemRegister(gpu, pinned + 128, 256) == pinned + 128
+    assert api.olMemRegister(gpu, pinned, 4096) == pinned
+    assert count("cuMemHostRegister") == count("cuMemHostGetDevicePointer") == 0
+    api.olMemUnregister(gpu, pinned + 128)
+    api.olMemUnregister(gpu, pinned)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu, pinned)  # the allocation's own pin stays
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, gpu, pinned + 4000, 200)  # runs past it
+    assert count("cuMemHostUnregister") == 0 and registered() == {}
+    api.olMemFree(pinned)
+
+
+@pytest.mark.parametrize("first_out", [0, 1], ids=["gpu0-first-out", "gpu1-first-out"])
+def test_the_gpus_of_the_plugin_share_one_driver_registration(
+        monkeypatch: pytest.MonkeyPatch, first_out: int) -> None:
+    """The driver pins a host range once for all its devices (a second cuMemHostRegister is
+    ALREADY_REGISTERED): the second GPU uses gpu0's registration, and it stays pinned until no
+    GPU uses it, whichever lets go first."""
+    with stand_in_runtime(monkeypatch, devices=[DeviceSpec(), NO_HOST_POINTERS]) as runtime:
+        buffer, host = host_buffer(4096)
+        pinned = api.olMemRegister(runtime.gpus[0], host, 4096)
+        assert api.olMemRegister(runtime.gpus[1], host, 4096) == pinned
+        assert api.olMemRegister(runtime.gpus[1], host + 512, 512) == pinned + 512
+        assert count("cuMemHostRegister") == 1
+        last_out = 1 - first_out
+        for _ in range(2 if first_out else 1):
+            api.olMemUnregister(runtime.gpus[first_out], host)
+        assert registered() == {host: (4096, pinned)}, "unpinned while the other GPU used it"
+        for _ in range(1 if first_out else 2):
+            api.olMemUnregister(runtime.gpus[last_out], host)
+        assert registered() == {} and count("cuMemHostUnregister") == 1
+
+
+def test_memory_registered_outside_offloadrt_is_used_as_it_is_and_never_unregistered(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    driver = standin.driver
+    buffer, host = host_buffer(1024)
+    device = standin.state().devices[0]
+    driver.cuCtxSetCurrent(driver.CUcontext(device.context.handle))
+    assert int(driver.cuMemHostRegister(host, 512, PORTABLE_MAPPED)[0]) == 0  # another library's pin
+    assert api.olMemRegister(gpu1, host + 64, 64) == host + 64
+    assert api.olMemRegister(gpu0, host, 512) == host
+    api.olMemUnregister(gpu1, host + 64)
+    api.olMemUnregister(gpu0, host)
+    assert count("cuMemHostUnregister") == 0 and registered() == {host: (512, host)}
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, gpu0, host + 256, 512)  # runs past it
+    assert "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED" in err.details and "outside offloadrt" in err.details, err
+    # A HOST allocation of one GPU is pinned memory the other GPU can register as it is.
+    other = api.olMemAlloc(gpu1, AllocType.HOST, 256)
+    assert api.olMemRegister(gpu0, other + 16, 32) == other + 16
+    api.olMemUnregister(gpu0, other + 16)
+    api.olMemFree(other)
+    assert count("cuMemHostUnregister") == 0
+
+
+REGISTER_FAILURES = [
+    ("cuMemHostRegister", CUresult.CUDA_ERROR_OUT_OF_MEMORY, ErrorCode.OUT_OF_RESOURCES),
+    ("cuMemHostRegister", CUresult.CUDA_ERROR_NOT_PERMITTED, ErrorCode.BACKEND_FAILURE),
+    ("cuMemHostGetDevicePointer", CUresult.CUDA_ERROR_INVALID_VALUE, ErrorCode.INVALID_ARGUMENT),
+]
+
+
+@pytest.mark.parametrize(("call", "status", "code"), REGISTER_FAILURES,
+                         ids=[f"{c}-{s.name}" for c, s, _ in REGISTER_FAILURES])
+def test_a_failed_registration_leaves_nothing_registered(rt: Runtime, call: str, status: Any,
+                                                         code: ErrorCode) -> None:
+    gpu = rt.gpus[0]
+    buffer, host = host_buffer(512)
+    standin.inject(call, status)
+    err = expect(code, api.olMemRegister, gpu, host, 512)
+    assert f"{call}: {status.name}" in err.details, err
+    assert registered() == {}  # a failed device-address query unregistered what it had pinned
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu, host)
+    assert api.olMemRegister(gpu, host, 512) == host  # nothing half-registered is in the way
+    api.olMemUnregister(gpu, host)
+    assert registered() == {}
+
+
+def test_a_failed_undo_says_so_and_a_failed_unregister_keeps_the_registration(rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    buffer, host = host_buffer(512)
+    standin.inject("cuMemHostGetDevicePointer", CUresult.CUDA_ERROR_INVALID_VALUE)
+    standin.inject("cuMemHostUnregister", CUresult.CUDA_ERROR_UNKNOWN)
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, gpu, host, 512)
+    assert "undoing the registration failed too" in err.details and "CUDA_ERROR_UNKNOWN" in err.details, err
+    assert int(standin.driver.cuMemHostUnregister(host)[0]) == 0  # what offloadrt could not undo
+    pinned = api.olMemRegister(gpu, host, 512)
+    standin.inject("cuMemHostUnregister", CUresult.CUDA_ERROR_UNKNOWN)
+    err = expect(ErrorCode.UNKNOWN, api.olMemUnregister, gpu, host)
+    assert "cuMemHostUnregister: CUDA_ERROR_UNKNOWN" in err.details
+    assert registered() == {host: (512, pinned)}
+    api.olMemUnregister(gpu, host)  # still registered: it can be unregistered again
+    assert registered() == {}
+
+
+def test_the_last_shutdown_unregisters_what_is_left(rt: Runtime) -> None:
+    """Leftovers are unpinned by olShutDown, a range two GPUs share included (the GPU that pinned
+    it is released first, and its context may take the registration along)."""
+    gpu0, gpu1 = rt.gpus
+    buffers = [host_buffer(256) for _ in range(3)]
+    (_, a), (_, b), (_, c) = buffers
+    api.olMemRegister(gpu0, a, 256)
+    api.olMemRegister(gpu0, a + 16, 16)
+    api.olMemRegister(gpu1, b, 256)
+    api.olMemRegister(gpu0, c, 256)
+    api.olMemRegister(gpu1, c, 256)
+    assert len(registered()) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        in_new_thread(shut_down_fully)
+    assert registered() == {}
+    assert {int(args[0]) for args in calls_of("cuMemHostUnregister")} >= {a, b}
+
+
+@pytest.mark.parametrize("own_addresses", [False, True], ids=["host-addresses", "device-addresses"])
+def test_copies_to_and_from_registered_memory(monkeypatch: pytest.MonkeyPatch, own_addresses: bool) -> None:
+    """Registered memory is host memory to olMemcpy (named with the host device) and device memory
+    at its registered address (named with the GPU), with and without a queue."""
+    devices = [NO_HOST_POINTERS if own_addresses else DeviceSpec(), DeviceSpec()]
+    with stand_in_runtime(monkeypatch, devices=devices) as runtime:
+        gpu, host_device = runtime.gpus[0], runtime.host
+        data = bytes((7 * i + 3) % 256 for i in range(1024))
+        buffer, host = host_buffer(data)
+        back, back_address = host_buffer(1024)
+        pinned = api.olMemRegister(gpu, host, 1024)
+        api.olMemRegister(gpu, back_address, 1024)
+        device = api.olMemAlloc(gpu, AllocType.DEVICE, 1024)
+        queue = api.olCreateQueue(gpu)
+        for q in (None, queue):
+            standin.write(device, bytes(1024))
+            api.olMemcpy(q, device, gpu, host, host_device, 1024)  # host -> device
+            api.olMemcpy(q, back_address, host_device, device, gpu, 1024)  # device -> host
+            if q is not None:
+                in_new_thread(api.olSyncQueue, q)
+            assert standin.read(device, 1024) == data and back.raw == data
+            standin.write(device, bytes(1024))
+            api.olMemcpy(q, device, gpu, pinned + 256, gpu, 512)  # the GPU reads it at its address
+            api.olMemcpy(q, pinned, gpu, device, gpu, 256)  # and writes it
+            if q is not None:
+                in_new_thread(api.olSyncQueue, q)
+            assert standin.read(device, 512) == data[256:768]
+            assert buffer.raw[:256] == data[256:512]
+            buffer.raw = data
+        api.olMemFill(queue, pinned + 1000, b"\x5a", 24)
+        in_new_thread(api.olSyncQueue, queue)
+        assert buffer.raw[1000:] == b"\x5a" * 24
+        api.olDestroyQueue(queue)
+
+
+def test_a_poisoned_device_registers_nothing_and_leaves_its_registrations(rt: Runtime) -> None:
+    """As its frees do: a poisoned device makes no driver call to unregister; its context takes the
+    registrations along when it is re-initialised."""
+    gpu0, gpu1 = rt.gpus
+    buffer, host = host_buffer(1024)
+    api.olMemRegister(gpu0, host, 512)
+    api.olMemRegister(gpu1, host + 512, 512)
+    standin.poison(0)
+    other, other_address = host_buffer(64)
+    err = expect(ErrorCode.BACKEND_FAILURE, api.olMemRegister, gpu0, other_address, 64)
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in err.details and REINIT in err.details, err
+    api.olMemUnregister(gpu0, host)
+    assert count("cuMemHostUnregister") == 0 and host in registered()
+    api.olMemUnregister(gpu1, host + 512)  # the other GPU is unaffected
+    assert host + 512 not in registered()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        in_new_thread(shut_down_fully)
+    assert registered() == {}
+
+
 # ---- programs -------------------------------------------------------------------------------------
 
 def test_ptx_cubin_and_fatbin_images_load(rt: Runtime) -> None:

@@ -136,6 +136,14 @@ def _text(value: object) -> str:
     return decode(errors="replace") if callable(decode) else str(value)
 
 
+class _RegisteredElsewhere(Exception):  # noqa: N818  # a finding, not an error
+    """Host memory being registered turned out to be page-locked outside offloadrt already (at ``address``)."""
+
+    def __init__(self, address: int) -> None:
+        super().__init__(address)
+        self.address = address
+
+
 class GpuStream(AsyncInfo):
     """A stream, and where in its order it failed.
 
@@ -334,6 +342,10 @@ class GpuDevice(GenericDevice):
             setattr(self, f"drv_{op}", getattr(self.d, name))
         self.host_register_flags = functools.reduce(
             operator.or_, (int(getattr(self.d, flag)) for flag in self.HOST_REGISTER_FLAGS), 0)
+        # Bases of this device's registrations that were page-locked outside offloadrt (never
+        # unregistered here); guarded by self.registrations.lock, which the hooks run under (and
+        # at de-init, which nothing else races).
+        self.foreign_pins: set[int] = set()
         # Events the user never destroyed die with the device's context at de-init: no warning.
         self.event_pool: ResourcePool[Any] = ResourcePool("event", self._new_driver_event, self._destroy_driver_event,
                                                           warn_missing=False)
@@ -497,13 +509,19 @@ class GpuDevice(GenericDevice):
     def _data_lock_impl(self, ptr: int, size: int) -> int:
         """Page-lock ``[ptr, ptr + size)`` for every device of the plugin; the address devices use.
 
-        A range inside one another device of the plugin registered counts one more user of that
-        pin (its device address holds for every device: unified addressing); a range that
-        overlaps one only in part is ``INVALID_ARGUMENT``.
+        A range inside one that another device of the plugin registered is one more user of that
+        registration (its device address holds for every device: unified addressing); a range
+        that overlaps one only in part is ``INVALID_ARGUMENT``. Memory someone else registered
+        (another library, or a HOST allocation of another device) is page-locked already: the
+        driver says so, and it is used as it is, at its device address, and never unregistered
+        here, as LLVM's plugins treat externally locked memory.
         """
         self.enter(select=True)
         try:
             return self.gpu_plugin.host_pins.register(ptr, size, self._pin)
+        except _RegisteredElsewhere as found:
+            self.foreign_pins.add(ptr)
+            return found.address
         except OffloadError as exc:
             if exc.code == ErrorCode.INVALID_ARGUMENT and not hasattr(exc, "driver_status"):
                 exc.details += (f" (host memory registered with another {self.label} device of this process; the "
@@ -511,24 +529,18 @@ class GpuDevice(GenericDevice):
             raise
 
     def _data_unlock_impl(self, ptr: int) -> None:
+        if ptr in self.foreign_pins:
+            self.foreign_pins.discard(ptr)
+            return
         self.gpu_plugin.host_pins.unregister(ptr, self._unpin)
 
     def _pin(self, ptr: int, size: int) -> int:
-        """Register a range no device of the plugin registered (under the plugin's pin lock); its device address.
-
-        Memory someone else registered (another library, or a HOST allocation of another device
-        of this plugin) is already page-locked: the driver says so, and it is used as it is,
-        through its device address, and never unregistered here; as LLVM's plugins treat
-        externally locked memory.
-        """
-        call = self.call_names["host_register"]
+        """Register a range no device of the plugin registered (under the plugin's pin lock); its device address."""
         status = int(self.drv_host_register(ptr, size, self.host_register_flags)[0])
         if status == ALREADY_REGISTERED:
-            address = self._registered_elsewhere(ptr, size)
-            self.gpu_plugin.foreign_pins.add(ptr)
-            return address
+            raise _RegisteredElsewhere(self._registered_elsewhere(ptr, size))
         if status != SUCCESS:
-            raise self.failure(status, call)
+            raise self.failure(status, self.call_names["host_register"])
         try:
             address = self._device_address(ptr)
         except OffloadError as exc:
@@ -544,8 +556,8 @@ class GpuDevice(GenericDevice):
         return int(self.check(self.drv_host_device_pointer(ptr, 0), self.call_names["host_device_pointer"]))
 
     def _registered_elsewhere(self, ptr: int, size: int) -> int:
-        """The device address of host memory registered outside offloadrt; it must cover the whole
-        range in one piece (its last byte's device address follows from its first's)."""
+        """The device address of host memory registered outside offloadrt, which must hold the whole
+        range in one piece (the device address of its last byte follows from its first's)."""
         first = self._device_address(ptr)
         try:
             last = self._device_address(ptr + size - 1) if size > 1 else first
@@ -566,12 +578,9 @@ class GpuDevice(GenericDevice):
         The device that registered it unregisters it. A poisoned one leaves it, as it leaves its
         allocations: the range goes with its context (CUDA) or the process (HIP). One already
         de-initialised (``olShutDown`` releases devices in turn) may have taken the registration
-        with its context: this device unregisters it then, and finds it gone or not.
+        along with its context: this device unregisters it then, and finds it gone or not.
         """
         plugin = self.gpu_plugin
-        if base in plugin.foreign_pins:
-            plugin.foreign_pins.discard(base)
-            return
         owner = plugin.pin_owners[base]
         call = self.call_names["host_unregister"]
         if owner.initialized:
@@ -979,7 +988,6 @@ class GpuPlugin(GenericPlugin):
         # of a range is one user here (its lock is held over the driver calls that pin and unpin).
         self.host_pins = RegistrationMap()
         self.pin_owners: dict[int, GpuDevice] = {}  # base -> the device that registered it (guarded by host_pins.lock)
-        self.foreign_pins: set[int] = set()  # bases found registered outside offloadrt (guarded by host_pins.lock)
 
     def start_driver(self, driver: GpuDriver, init: Callable[[], Any], init_call: str, library: str) -> None:
         """Call the driver's init; a missing library, no device or a failure make the plugin unavailable."""
