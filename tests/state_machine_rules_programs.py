@@ -154,8 +154,9 @@ class ProgramRules(World):
         program = data.draw(st.sampled_from(self.programs), label="program")
         name = data.draw(st.sampled_from([*KERNEL_NAMES, *GLOBAL_NAMES, "no_such_symbol"]), label="name")
         kind = data.draw(st.sampled_from(list(SymbolKind)), label="kind")
-        variant = data.draw(st.sampled_from(["ok"] * 4 + ["bytes name", "None name", "int name", "bad kind",
-                                                           "null program", "wrong program"]), label="variant")
+        variant = data.draw(st.sampled_from(["ok"] * 4 + ["bytes name", "odd name", "None name", "int name",
+                                                           "bad kind", "null program", "wrong program"]),
+                            label="variant")
         handle: Any = program.handle
         if variant in ("null program", "wrong program"):
             bad = None if variant == "null program" else self.draw_wrong(data, api.Program)
@@ -164,6 +165,11 @@ class ProgramRules(World):
             return
         if program.destroyed:
             self.api.call("olGetSymbol", handle, name, kind, ok=False, codes={E.INVALID_ARGUMENT})
+            return
+        if variant == "odd name":  # no such symbol; a name that is no UTF-8 cannot be one either
+            odd = data.draw(st.sampled_from(["foo\x00bar", "f\u00fc\u00f6", "", b"\xff\xfe", bytearray(b"\xc3")]),
+                            label="name")
+            self.api.call("olGetSymbol", handle, odd, kind, ok=False, codes={E.NOT_FOUND, E.INVALID_ARGUMENT})
             return
         if variant in ("None name", "int name", "bad kind"):
             args, code = {"None name": ((None, kind), E.INVALID_NULL_POINTER), "int name": ((5, kind),
@@ -294,7 +300,7 @@ class ProgramRules(World):
         variant = data.draw(st.sampled_from(
             ["ok"] * 14 + ["null device", "null kernel", "wrong device", "wrong kernel", "global kernel",
                            "stale device", "stale kernel", "null sizes", "tuple sizes", "bad dims", "zero size",
-                           "too many groups", "too much dyn", "negative dyn", "int args", "bad queue"]),
+                           "too much dyn", "negative dyn", "int args", "bad queue"]),
             label="variant")
         if variant != "ok":
             self.bad_launch(data, variant, symbol, shape)
@@ -341,8 +347,8 @@ class ProgramRules(World):
                 "wrong device": E.INVALID_ARGUMENT, "wrong kernel": E.INVALID_ARGUMENT,
                 "global kernel": E.SYMBOL_KIND, "stale device": E.INVALID_DEVICE, "stale kernel": E.INVALID_DEVICE,
                 "null sizes": E.INVALID_NULL_POINTER, "tuple sizes": E.INVALID_ARGUMENT,
-                "bad dims": E.INVALID_VALUE, "zero size": E.INVALID_SIZE, "too many groups": E.INVALID_SIZE,
-                "too much dyn": E.INVALID_SIZE, "negative dyn": E.INVALID_SIZE, "int args": E.INVALID_ARGUMENT,
+                "bad dims": E.INVALID_VALUE, "zero size": E.INVALID_SIZE, "too much dyn": E.INVALID_SIZE,
+                "negative dyn": E.INVALID_SIZE, "int args": E.INVALID_ARGUMENT,
                 "bad queue": E.INVALID_ARGUMENT}[variant]
         if variant == "null device":
             args[1] = None
@@ -377,9 +383,6 @@ class ProgramRules(World):
             field = data.draw(st.sampled_from(["groups", "size"]), label="which")
             axis = data.draw(st.sampled_from("xyz"), label="axis")
             setattr(ls.num_groups if field == "groups" else ls.group_size, axis, 0)
-            args[4] = ls
-        elif variant == "too many groups":
-            ls.num_groups.x = 1 << 32
             args[4] = ls
         elif variant in ("too much dyn", "negative dyn"):
             ls.dyn_shared_memory = MAX_LOCAL_MEMORY + 1 if variant == "too much dyn" else -1

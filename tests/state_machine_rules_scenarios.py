@@ -6,6 +6,7 @@ and a busy queue and program destroyed before their work has run."""
 from __future__ import annotations
 
 import ctypes
+import sys
 
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
@@ -14,7 +15,7 @@ from state_machine_model import Buffer, EventModel, QueueModel, join, known
 from state_machine_rules_memory import MemoryRules
 from state_machine_rules_programs import ProgramRules
 from state_machine_rules_queues import QueueRules
-from state_machine_support import Gate, Violation
+from state_machine_support import KNOWN_BUGS, Gate, Violation
 from state_machine_world import E, HostCall, World, step
 
 from offloadrt import AllocType, OffloadError, SymbolKind
@@ -96,7 +97,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         self.events.append(event)
         return event
 
-    def fail(self, data: st.DataObject, queue: QueueModel) -> None:
+    def fail(self, data: st.DataObject, queue: QueueModel, observe: bool = True) -> None:
         """Queue work that fails: a raising host function or a faulting kernel."""
         programs = self.live_programs()
         token = f"boom-{self.new_name('x')}"
@@ -119,7 +120,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
             ok, codes = self.work_outcome(queue)
             accepted, result = self.api.call("olLaunchHostFunction", queue.handle, raising, ok=ok, codes=codes)
         if self.after_work(queue, accepted, result):
-            self.doom(queue, frozenset({(queue.ident, token)}), self.model.ordered_clock(queue))
+            self.doom(queue, frozenset({(queue.ident, token)}), self.model.ordered_clock(queue), observe)
 
     def some_work(self, data: st.DataObject, queue: QueueModel) -> None:
         """A copy, a fill or a snapshot on ``queue`` between live buffers."""
@@ -233,3 +234,60 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         if target[0].live:
             self.check_buffer(target[0])
         self.check_host_calls()
+
+    @precondition(lambda self: self.host is not None)
+    @rule(data=st.data())
+    @step
+    def work_racing_a_failure(self, data: st.DataObject) -> None:
+        """Work queued right behind failing work, while the failure may be happening: each call is
+        refused with QUEUE_ERROR or accepted and then skipped; an event made then fails."""
+        queue = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+        racing_events: list[object] = []
+        kinds = data.draw(st.lists(st.sampled_from(["event", "fill", "record", "wait"]), min_size=1, max_size=4),
+                          label="racing work")
+        buf, offset = self.draw_range(data, "fill target")
+        size = min(16, buf.size - offset)
+        pattern = data.draw(st.binary(min_size=1, max_size=1), label="pattern")
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # let the queue's thread run between any two steps of a call
+        try:
+            self.fail(data, queue, observe=False)
+            for kind in kinds:
+                if kind == "event":
+                    ok, handle = self.api.call("olCreateEvent", queue.handle, codes={E.QUEUE_ERROR})
+                    if ok:
+                        self.names.add(handle, f"{queue.name}.racing_event")
+                        racing_events.append(handle)
+                elif kind == "fill":
+                    self.api.call("olMemFill", queue.handle, buf.address + offset, pattern, size, codes={E.QUEUE_ERROR})
+                elif kind == "record":
+                    call = HostCall(f"{self.new_name('hf')}(record behind a failure)", "record")
+
+                    def host_fn(_user_data: object, call: HostCall = call) -> None:
+                        call.ran.set()
+
+                    host_fn.label = call.label  # type: ignore[attr-defined]
+                    if self.api.call("olLaunchHostFunction", queue.handle, host_fn, codes={E.QUEUE_ERROR})[0]:
+                        self.host_calls.append(call)  # op None: it must never run
+                else:
+                    events = [e.handle for e in self.live_events() if e.queue is not queue][:2]
+                    self.api.call("olWaitEvents", queue.handle, events, codes={E.QUEUE_ERROR})
+        finally:
+            sys.setswitchinterval(switch)
+        self.observe_failures()
+        for handle in racing_events:
+            ok, _ = self.api.call("olSyncEvent", handle, codes={E.QUEUE_ERROR})
+            if ok:
+                bug = "event behind a racing failure"
+                if bug not in KNOWN_BUGS:
+                    raise Violation("wrong-outcome", f"an event created on {queue.name} after its failing work "
+                                                     f"completed without an error")
+                self.stats.known_bug(bug)
+                self.trace.append(f"   # known runtime bug: {KNOWN_BUGS[bug]}")
+            self.api.call("olDestroyEvent", handle)
+        self.api.call("olDestroyQueue", queue.handle)
+        queue.destroyed = True
+        self.destroyed_queues += 1
+        self.check_host_calls()
+        if buf.live:
+            self.check_buffer(buf)

@@ -19,6 +19,24 @@ HANG_EXIT = 75  # the child's exit status when the watchdog finds a call that ne
 GATE_SAFETY = 60.0  # a gate left closed by a broken run lets its queue go after this long
 
 
+# Runtime bugs reported to the lead and not fixed yet: where the test meets one it counts it (the
+# summary and a pytest warning show the count) instead of failing. Remove an entry once it is fixed.
+KNOWN_BUGS: dict[str, str] = {
+    "olGetSymbol non-UTF-8 name": "olGetSymbol(program, b'\\xff', kind) raises UnicodeDecodeError, not an "
+                                  "OffloadError",
+    "event behind a racing failure": "olCreateEvent on a queue whose failing work runs at that moment can record "
+                                     "an event that completes without error (olSyncEvent succeeds)",
+}
+
+
+def known_bug(name: str, exc: BaseException) -> str | None:
+    """The KNOWN_BUGS entry a non-OffloadError from ``name`` is, if any."""
+    if name.startswith("olGetSymbol") and not name.startswith("olGetSymbolInfo") and \
+            isinstance(exc, UnicodeDecodeError):
+        return "olGetSymbol non-UTF-8 name"
+    return None
+
+
 class Violation(AssertionError):  # noqa: N818  # a broken invariant, not an error of the code under test
     """A broken invariant. ``category`` names which, for the long run's tally."""
 
@@ -39,13 +57,18 @@ class Stats:
         self.checks: Counter[str] = Counter()
         self.warnings: Counter[str] = Counter()
         self.rules: Counter[str] = Counter()
+        self.known_bugs: Counter[str] = Counter()
 
     def summary(self) -> dict[str, Any]:
         return {"examples": self.examples, "steps": self.steps, "calls": dict(sorted(self.calls.items())),
                 "errors": dict(sorted(self.errors.items())),
                 "errors_by_call": dict(sorted(self.errors_by_call.items())),
                 "checks": dict(sorted(self.checks.items())), "warnings": dict(sorted(self.warnings.items())),
-                "rules": dict(sorted(self.rules.items()))}
+                "rules": dict(sorted(self.rules.items())), "known_bugs": dict(sorted(self.known_bugs.items()))}
+
+    def known_bug(self, key: str) -> None:
+        assert key in KNOWN_BUGS, key
+        self.known_bugs[key] += 1
 
 
 class Watchdog:
@@ -180,6 +203,11 @@ class Caller:
                 self.trace.append(f"   -> the callback's own {type(exc).__name__} propagated")
                 return False, exc
             self.trace.append(f"   -> {type(exc).__name__}: {exc}")
+            bug = known_bug(name, exc)
+            if bug is not None and bug in KNOWN_BUGS:
+                self.stats.known_bug(bug)
+                self.trace.append(f"   # known runtime bug: {KNOWN_BUGS[bug]}")
+                return False, exc
             raise Violation("non-OffloadError",
                             f"{shown} raised {type(exc).__name__} (not an OffloadError): {exc}\n"
                             + "".join(traceback.format_exception(exc))) from exc

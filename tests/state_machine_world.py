@@ -191,13 +191,15 @@ class World(RuleBasedStateMachine):
             self.failure_seen(queue)
         return ok and queue.doom is None
 
-    def doom(self, queue: QueueModel, origins: frozenset[tuple[int, str]], holds: Clock) -> None:
+    def doom(self, queue: QueueModel, origins: frozenset[tuple[int, str]], holds: Clock,
+             observe: bool = True) -> None:
         """Work that fails is queued on ``queue`` (everything before it still runs); it fails once
         everything ``holds`` covers has finished."""
         if queue.doom is None:
             queue.doom = Doom(origins, dict(holds))
             self.model.tick(queue)
-            self.observe_failures()
+            if observe:
+                self.observe_failures()
 
     def blocked(self, clock: Clock) -> bool:
         """Whether what ``clock`` covers waits for a closed gate (so it cannot have finished)."""

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
+from state_machine_rules_arguments import ArgumentRules
 from state_machine_rules_memory import MemoryRules
 from state_machine_rules_programs import ProgramRules
 from state_machine_rules_queues import QueueRules
@@ -49,7 +50,7 @@ THREAD_SLACK = 160  # backend queues (live, pooled, parked) and group-pool threa
 SUMMARY = "STATE_MACHINE_SUMMARY "
 
 
-class ApiMachine(RuntimeRules, ScenarioRules):
+class ApiMachine(RuntimeRules, ArgumentRules, ScenarioRules):
     """Every rule of the state_machine_rules_* mixins over one World (ScenarioRules brings the
     memory, queue and program rules)."""
 
@@ -62,6 +63,7 @@ class ApiMachine(RuntimeRules, ScenarioRules):
     host_function_again = QueueRules.host_function
     wait_events_again = QueueRules.wait_events
     create_event_again = QueueRules.create_event
+    weird_argument_again = ArgumentRules.weird_argument
 
     @invariant()
     def threads_are_bounded(self) -> None:
