@@ -281,7 +281,8 @@ def exercise_kernels_events_and_teardown(runtime: Runtime, prog: api.Program, qu
     gpu0, gpu1 = runtime.gpus
     staging, staging_address = host_buffer(4096)
     api.olMemRegister(gpu0, staging_address, 4096)  # pinned and mapped
-    api.olMemUnregister(gpu1, api.olMemRegister(gpu1, staging_address + 64, 64) and staging_address + 64)
+    api.olMemRegister(gpu1, staging_address + 64, 64)  # a user of gpu0's pin
+    api.olMemUnregister(gpu1, staging_address + 64)
     api.olMemUnregister(gpu0, staging_address)  # unpinned
     pinned_by_gpu1 = api.olMemAlloc(gpu1, AllocType.HOST, 256)
     api.olMemRegister(gpu0, pinned_by_gpu1 + 16, 64)  # the driver finds it page-locked already

@@ -824,6 +824,120 @@ def test_a_fill_on_a_queue_whose_kernel_faulted_reports_the_fault(rt: Runtime) -
     api.olDestroyQueue(queue)
 
 
+# ---- registered host memory ---------------------------------------------------------------------
+# olMemRegister pins with hipHostRegister(Portable | Mapped) and answers hipHostGetDevicePointer;
+# the logic is the GPU layer's, shared with the CUDA plugin (tests/test_cuda_plugin.py covers it
+# in full): these tests check HIP's calls, flags and statuses.
+
+NO_HOST_POINTERS = DeviceSpec(attributes={"CanUseHostPointerForRegisteredMem": 0})
+
+
+def registered() -> dict[int, tuple[int, int]]:
+    """The stand-in's registered host memory: {host address: (size, device address)}."""
+    state = standin.state()
+    with state.lock:
+        return {host: (r.size, r.device_ptr) for host, r in state.registered.items()}
+
+
+@pytest.mark.parametrize("own_addresses", [False, True], ids=["host-addresses", "device-addresses"])
+def test_register_pins_with_hip_and_answers_hips_device_address(monkeypatch: pytest.MonkeyPatch,
+                                                               own_addresses: bool) -> None:
+    devices = [DeviceSpec(), NO_HOST_POINTERS if own_addresses else DeviceSpec()]
+    with stand_in_runtime(monkeypatch, devices=devices) as runtime:
+        gpu0, gpu1 = runtime.gpus
+        buffer, host = host_buffer(8192)
+        pinned = api.olMemRegister(gpu1, host, 8192)
+        assert registered() == {host: (8192, pinned)} and (pinned != host) == own_addresses
+        flags = standin.hip.hipHostRegisterPortable | standin.hip.hipHostRegisterMapped
+        assert calls_of("hipHostRegister") == [(host, 8192, flags)]
+        assert calls_of("hipHostGetDevicePointer") == [(host, 0)]
+        assert api.olMemRegister(gpu1, host + 4096, 64) == pinned + 4096  # one more user
+        assert api.olMemRegister(gpu0, host + 64, 64) == pinned + 64  # the other GPU shares the pin
+        assert count("hipHostRegister") == count("hipHostGetDevicePointer") == 1
+        for device, ptr in ((gpu1, host + 4096), (gpu1, host)):
+            api.olMemUnregister(device, ptr)
+            assert registered() == {host: (8192, pinned)}, "unpinned while it had users"
+        api.olMemUnregister(gpu0, host + 64)
+        assert registered() == {} and calls_of("hipHostUnregister") == [(host,)]
+
+
+def test_overlaps_unknown_memory_and_host_allocations(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    buffer, host = host_buffer(1024)
+    api.olMemRegister(gpu0, host + 256, 256)
+    for device in (gpu0, gpu1):
+        err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, device, host + 384, 256)
+        assert "only in part" in err.details, err
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu1, host + 256)  # registered with gpu0 only
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu0, host)
+    assert count("hipHostRegister") == 1 and list(registered()) == [host + 256]
+    pinned = api.olMemAlloc(gpu0, AllocType.HOST, 256)
+    assert api.olMemRegister(gpu0, pinned + 8, 8) == pinned + 8  # its own HOST allocation: no HIP call
+    assert count("hipHostRegister") == 1
+    assert api.olMemRegister(gpu1, pinned + 8, 8) == pinned + 8  # another GPU's: page-locked already
+    assert count("hipHostRegister") == 2 and list(registered()) == [host + 256]
+    for device in (gpu0, gpu1):
+        api.olMemUnregister(device, pinned + 8)
+    api.olMemUnregister(gpu0, host + 256)
+    assert count("hipHostUnregister") == 1 and registered() == {}
+
+
+def test_memory_hip_registered_for_someone_else_is_used_and_left_registered(rt: Runtime) -> None:
+    buffer, host = host_buffer(512)
+    assert int(standin.hip.hipHostRegister(host, 512, 0)[0]) == 0  # another library's pin
+    assert api.olMemRegister(rt.gpus[0], host + 128, 128) == host + 128
+    api.olMemUnregister(rt.gpus[0], host + 128)
+    assert count("hipHostUnregister") == 0 and list(registered()) == [host]
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, rt.gpus[0], host + 256, 512)
+    assert "hipErrorHostMemoryAlreadyRegistered" in err.details, err
+
+
+def test_a_failed_device_address_undoes_the_registration(rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    buffer, host = host_buffer(512)
+    standin.inject("hipHostGetDevicePointer", E.hipErrorInvalidValue)
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, gpu, host, 512)
+    assert "hipHostGetDevicePointer: hipErrorInvalidValue" in err.details, err
+    assert registered() == {} and calls_of("hipHostUnregister") == [(host,)]
+    assert api.olMemRegister(gpu, host, 512) == host
+
+
+def test_the_last_shutdown_unregisters_what_is_left(rt: Runtime) -> None:
+    gpu0, gpu1 = rt.gpus
+    (_, a), (_, b) = host_buffer(256), host_buffer(256)
+    api.olMemRegister(gpu0, a, 256)
+    api.olMemRegister(gpu1, a, 256)
+    api.olMemRegister(gpu1, b, 256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        in_new_thread(shut_down_fully)
+    assert registered() == {} and sorted(args[0] for args in calls_of("hipHostUnregister")) == sorted([a, b])
+
+
+def test_copies_to_and_from_registered_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At its host address with the host device, at its device address with the GPU."""
+    with stand_in_runtime(monkeypatch, devices=[NO_HOST_POINTERS]) as runtime:
+        gpu = runtime.gpus[0]
+        data = bytes((5 * i + 1) % 256 for i in range(512))
+        buffer, host = host_buffer(data)
+        pinned = api.olMemRegister(gpu, host, 512)
+        assert pinned != host
+        device = api.olMemAlloc(gpu, AllocType.DEVICE, 512)
+        queue = api.olCreateQueue(gpu)
+        api.olMemcpy(queue, device, gpu, host, runtime.host, 512)
+        in_new_thread(api.olSyncQueue, queue)
+        assert standin.read(device, 512) == data
+        standin.write(device, bytes(512))
+        api.olMemcpy(None, device, gpu, pinned + 128, gpu, 256)
+        assert standin.read(device, 256) == data[128:384]
+        api.olMemFill(queue, pinned, b"\x01\x02\x03", 6)
+        in_new_thread(api.olSyncQueue, queue)
+        assert buffer.raw[:6] == b"\x01\x02\x03" * 2
+        api.olMemcpy(None, host + 8, runtime.host, device, gpu, 8)
+        assert buffer.raw[8:16] == data[128:136]
+        api.olDestroyQueue(queue)
+
+
 # ---- programs -------------------------------------------------------------------------------------
 
 def test_code_objects_and_offload_bundles_load(rt: Runtime) -> None:
@@ -1501,6 +1615,7 @@ def _failures(rt: Runtime) -> dict[str, Callable[[], Any]]:
     pointer = api.olMemAlloc(gpu0, AllocType.DEVICE, 64)
     peer = api.olMemAlloc(gpu1, AllocType.DEVICE, 64)
     buffer = ctypes.create_string_buffer(64)  # kept alive by the actions that use it
+    registrable = ctypes.addressof(buffer) + 32  # 32 bytes no copy of these actions touches
 
     def queue() -> api.Queue:
         return api.olCreateQueue(gpu0)
@@ -1508,6 +1623,10 @@ def _failures(rt: Runtime) -> dict[str, Callable[[], Any]]:
     def event_pair() -> tuple[api.Event, api.Event]:
         q = queue()
         return api.olCreateEvent(q), api.olCreateEvent(q)
+
+    def register_and_unregister() -> None:
+        api.olMemRegister(gpu0, registrable, 32)
+        api.olMemUnregister(gpu0, registrable)
 
     return {
         "hipMalloc": lambda: api.olMemAlloc(gpu0, AllocType.DEVICE, 8),
@@ -1539,6 +1658,9 @@ def _failures(rt: Runtime) -> dict[str, Callable[[], Any]]:
         "hipEventRecord": lambda: api.olCreateEvent(queue()),
         "hipEventElapsedTime": lambda: api.olGetEventElapsedTime(*event_pair()),
         "hipSetDevice": lambda: in_new_thread(api.olMemAlloc, gpu0, AllocType.DEVICE, 8),
+        "hipHostRegister": lambda: api.olMemRegister(gpu0, registrable, 32),
+        "hipHostGetDevicePointer": lambda: api.olMemRegister(gpu0, registrable, 32),
+        "hipHostUnregister": register_and_unregister,
     }
 
 
@@ -1572,6 +1694,9 @@ FAILURES = [  # (HIP call, the status injected, the error the ol* call raises)
     ("hipEventRecord", E.hipErrorInvalidHandle, ErrorCode.BACKEND_FAILURE),
     ("hipEventElapsedTime", E.hipErrorInvalidHandle, ErrorCode.BACKEND_FAILURE),
     ("hipSetDevice", E.hipErrorInvalidDevice, ErrorCode.BACKEND_FAILURE),
+    ("hipHostRegister", E.hipErrorOutOfMemory, ErrorCode.OUT_OF_RESOURCES),
+    ("hipHostGetDevicePointer", E.hipErrorInvalidValue, ErrorCode.INVALID_ARGUMENT),
+    ("hipHostUnregister", E.hipErrorUnknown, ErrorCode.UNKNOWN),
 ]
 
 
@@ -1615,13 +1740,15 @@ def test_a_failing_wait_or_query_fails_the_queue_with_hips_error(rt: Runtime, ca
     assert api.olQueryQueue(healthy) is True
 
 
-@pytest.mark.parametrize("call", ["hipStreamDestroy", "hipEventDestroy", "hipModuleUnload"])
+@pytest.mark.parametrize("call", ["hipStreamDestroy", "hipEventDestroy", "hipModuleUnload", "hipHostUnregister"])
 def test_a_failure_while_shutting_down_is_reported_and_the_next_init_works(rt: Runtime, call: str) -> None:
     gpu = rt.gpus[0]
     queue = api.olCreateQueue(gpu)
     api.olDestroyEvent(api.olCreateEvent(queue))
     api.olDestroyQueue(queue)
     program(gpu)
+    buffer, host = host_buffer(64)
+    api.olMemRegister(gpu, host, 64)
     standin.inject(call, E.hipErrorInvalidHandle)
     with pytest.raises(OffloadError) as info:
         in_new_thread(api.olShutDown)
