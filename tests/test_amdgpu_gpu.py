@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
 import struct
 import subprocess
 import sys
@@ -794,6 +795,61 @@ def test_peer_copies_and_waits_between_gpus(gpu: api.Device, host: api.Device, p
         api.olDestroyQueue(q)
     for address in (a, b, flag):
         api.olMemFree(address)
+
+
+# ---- registered host memory -------------------------------------------------------------------------
+
+
+def page_buffer(size: int) -> tuple[mmap.mmap, ctypes.Array, int]:
+    """Page-aligned host memory (HIP page-locks whole pages): the mapping, a view, its address."""
+    mapping = mmap.mmap(-1, size)
+    view = (ctypes.c_ubyte * size).from_buffer(mapping)
+    return mapping, view, ctypes.addressof(view)
+
+
+def test_registered_host_memory(gpu: api.Device, host: api.Device, program: api.Program) -> None:
+    """olMemRegister: a kernel writes host memory through the returned address (which may differ
+    from the host address on AMD GPUs), copies use it, users are counted, partial overlaps refused."""
+    size = 1 << 16
+    mapping, view, address = page_buffer(size)
+    pinned = api.olMemRegister(gpu, address, size)
+    assert api.olMemRegister(gpu, address + 4096, 4096) == pinned + 4096
+    with pytest.raises(OffloadError) as info:
+        api.olMemRegister(gpu, address + size - 4096, 8192)
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT
+    queue = api.olCreateQueue(gpu)
+    api.olLaunchKernel(queue, gpu, kernel(program, "foo"), ctypes.c_uint64(pinned + 8192), one_d(4, 64))
+    api.olSyncQueue(queue)
+    assert list((ctypes.c_uint32 * 256).from_address(address + 8192)) == list(range(256))
+    data = bytes(i % 253 for i in range(4096))
+    ctypes.memmove(address, data, 4096)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 4096)
+    api.olMemcpy(queue, device, gpu, address, host, 4096)
+    api.olMemcpy(queue, address + 4096, host, device, gpu, 4096)
+    api.olSyncQueue(queue)
+    assert_same_bytes(bytes(view[4096:8192]), data)
+    api.olMemUnregister(gpu, address + 4096)
+    api.olMemUnregister(gpu, address)
+    with pytest.raises(OffloadError) as info:
+        api.olMemUnregister(gpu, address)
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT
+    api.olDestroyQueue(queue)
+    api.olMemFree(device)
+    del view
+
+
+def test_memory_registered_by_another_library_stays_registered(gpu: api.Device) -> None:
+    from hip import hip  # noqa: PLC0415
+
+    mapping, view, address = page_buffer(8192)
+    assert int(hip.hipHostRegister(address, 8192, hip.hipHostRegisterPortable | hip.hipHostRegisterMapped)[0]) == 0
+    try:
+        expected = int(hip.hipHostGetDevicePointer(address + 4096, 0)[1])
+        assert api.olMemRegister(gpu, address + 4096, 4096) == expected
+        api.olMemUnregister(gpu, address + 4096)
+    finally:
+        assert int(hip.hipHostUnregister(address)[0]) == 0  # offloadrt left it registered
+    del view
 
 
 # ---- kernel faults ----------------------------------------------------------------------------------

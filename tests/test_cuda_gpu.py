@@ -8,6 +8,7 @@ trapped kernel poisons the GPU context for the rest of the process.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import subprocess
 import sys
 import textwrap
@@ -313,6 +314,81 @@ def test_peer_copy_between_gpus(gpu: api.Device, host: api.Device) -> None:
     assert bytes(out) == b"\x17" * size
     api.olMemFree(a)
     api.olMemFree(b)
+
+
+def page_buffer(size: int) -> tuple[mmap.mmap, ctypes.Array, int]:
+    """Page-aligned host memory (the driver page-locks whole pages): the mapping, a view, its address."""
+    mapping = mmap.mmap(-1, size)
+    view = (ctypes.c_ubyte * size).from_buffer(mapping)
+    return mapping, view, ctypes.addressof(view)
+
+
+def test_registered_host_memory(gpu: api.Device, host: api.Device, program: api.Program) -> None:
+    """olMemRegister: a kernel writes host memory through the returned address, copies use it,
+    a range inside counts one more user, a partial overlap is refused."""
+    size = 1 << 16
+    mapping, view, address = page_buffer(size)
+    pinned = api.olMemRegister(gpu, address, size)
+    assert api.olMemRegister(gpu, address + 4096, 4096) == pinned + 4096
+    with pytest.raises(OffloadError) as info:
+        api.olMemRegister(gpu, address + size - 4096, 8192)
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT
+    queue = api.olCreateQueue(gpu)
+    foo = api.olGetSymbol(program, "foo", SymbolKind.KERNEL)
+    api.olLaunchKernel(queue, gpu, foo, ctypes.c_uint64(pinned + 8192), one_d(4, 64))
+    api.olSyncQueue(queue)
+    assert list((ctypes.c_uint32 * 256).from_address(address + 8192)) == list(range(256))
+    data = bytes(i % 253 for i in range(4096))
+    ctypes.memmove(address, data, 4096)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 4096)
+    api.olMemcpy(queue, device, gpu, address, host, 4096)  # registered memory as the host side
+    api.olMemcpy(queue, address + 4096, host, device, gpu, 4096)
+    api.olSyncQueue(queue)
+    assert bytes(view[4096:8192]) == data
+    api.olMemUnregister(gpu, address + 4096)
+    api.olMemUnregister(gpu, address)
+    with pytest.raises(OffloadError) as info:
+        api.olMemUnregister(gpu, address)
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT
+    api.olDestroyQueue(queue)
+    api.olMemFree(device)
+    del view
+
+
+def test_memory_registered_by_another_library_stays_registered(gpu: api.Device) -> None:
+    """Memory the driver reports as registered already is used at its device address and never unregistered."""
+    from cuda.bindings import driver  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    mapping, view, address = page_buffer(8192)
+    driver.cuCtxSetCurrent(gpu._gdev.context)  # type: ignore[union-attr]
+    flags = driver.CU_MEMHOSTREGISTER_PORTABLE | driver.CU_MEMHOSTREGISTER_DEVICEMAP
+    assert int(driver.cuMemHostRegister(address, 8192, flags)[0]) == 0
+    try:
+        expected = int(driver.cuMemHostGetDevicePointer(address + 4096, 0)[1])
+        assert api.olMemRegister(gpu, address + 4096, 4096) == expected
+        api.olMemUnregister(gpu, address + 4096)
+    finally:
+        assert int(driver.cuMemHostUnregister(address)[0]) == 0  # offloadrt left it registered
+    del view
+
+
+def test_two_gpus_register_the_same_memory(gpu: api.Device, host: api.Device) -> None:
+    if CUDA_DEVICES < 2:
+        pytest.skip("one GPU: nothing to share a registration with")
+    devices: list[api.Device] = []
+    api.olIterateDevices(lambda d, _: devices.append(d))
+    other = next(d for d in devices if _backend(d) == PlatformBackend.CUDA and d is not gpu)
+    mapping, view, address = page_buffer(8192)
+    pinned = api.olMemRegister(gpu, address, 8192)
+    assert api.olMemRegister(other, address, 8192) == pinned
+    api.olMemUnregister(gpu, address)  # still registered for the other GPU
+    buffer = api.olMemAlloc(other, AllocType.DEVICE, 4096)
+    api.olMemFill(None, buffer, b"\x3c", 4096)
+    api.olMemcpy(None, pinned, other, buffer, other, 4096)  # the other GPU writes at the registered address
+    assert bytes(view[:4096]) == b"\x3c" * 4096
+    api.olMemUnregister(other, address)
+    api.olMemFree(buffer)
+    del view
 
 
 def test_kernel_fault_is_a_queue_error_then_sticky() -> None:
