@@ -664,6 +664,7 @@ def test_memory_registered_outside_offloadrt_is_used_as_it_is_and_never_unregist
     assert count("cuMemHostUnregister") == 0 and registered() == {host: (512, host)}
     err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemRegister, gpu0, host + 256, 512)  # runs past it
     assert "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED" in err.details and "outside offloadrt" in err.details, err
+    assert "another CUDA device" not in err.details, err
     # A HOST allocation of one GPU is pinned memory the other GPU can register as it is.
     other = api.olMemAlloc(gpu1, AllocType.HOST, 256)
     assert api.olMemRegister(gpu0, other + 16, 32) == other + 16

@@ -566,10 +566,11 @@ class GpuDevice(GenericDevice):
                 raise
             last = None  # the end of the range is not registered
         if last != first + size - 1:
-            raise OffloadError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{self.call_names['host_register']}: {self.driver.name(ALREADY_REGISTERED)}: [{ptr:#x}, "
-                f"{ptr + size:#x}) overlaps host memory registered outside offloadrt, which does not hold all of it")
+            err = self.driver.error(ALREADY_REGISTERED, self.call_names["host_register"],
+                                    f"[{ptr:#x}, {ptr + size:#x}) overlaps host memory registered outside "
+                                    f"offloadrt, which does not hold all of it")
+            err.code = ErrorCode.INVALID_ARGUMENT  # a partial overlap, as with offloadrt's own registrations
+            raise err
         return first
 
     def _unpin(self, base: int) -> None:
