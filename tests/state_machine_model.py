@@ -133,9 +133,10 @@ def known(values: bytes) -> Bytes:
 class Model:
     """Expected bytes, unfinished work and what the test has seen finish (``finished``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Callable[[str], None] | None = None) -> None:
         self.finished: Clock = {}
         self.pending: list[Op] = []
+        self.log = log  # where to note each piece of work applied (the trace of a run)
 
     def tick(self, queue: QueueModel) -> Clock:
         """An item without data (an event, a wait, a host function) takes its place on ``queue``."""
@@ -164,6 +165,13 @@ class Model:
             clock = self.finished
             op = Op(0, 0, reads, writes, label)
         unordered = [a for a in self.pending if clock.get(a.queue, 0) < a.seq]
+        if self.log is not None:
+            spans = ", ".join(f"{b.name}[{o}:{o + n}]" for b, o, n in writes)
+            racing = ", ".join(f"{a.label}#{a.seq}" for a in unordered
+                               if any(overlap(w, x) or overlap(w, r) for w in a.writes + a.reads
+                                      for x in writes for r in reads))
+            self.log(f"   # model: {label}#{op.seq} writes {spans or 'nothing'}"
+                     + (f"; unordered with {racing}" if racing else ""))
         inputs: list[Bytes] = []
         for read in reads:
             buf, offset, size = read
@@ -182,13 +190,15 @@ class Model:
             buf.data[offset:offset + size] = values
             buf.known[offset:offset + size] = mask
         for other in unordered:
-            for write in other.writes:  # either may land last
-                for mine in writes:
-                    span = overlap(write, mine)
-                    if span:
-                        mine[0].known[span[0]:span[1]] = bytes(span[1] - span[0])
-            if any(overlap(read, mine) for read in other.reads for mine in writes):
-                self._taint(other)  # it may read what this writes
+            both_write = any(overlap(write, mine) for write in other.writes for mine in writes)
+            if both_write or any(overlap(read, mine) for read in other.reads for mine in writes):
+                # It may read what this writes; and where both write, either may land last, and
+                # not only where they meet: a fill doubles its pattern by copying from its own
+                # start, so a write racing one part of it spreads to all of it. Forget both.
+                self._taint(other)
+            if both_write:
+                for buf, offset, size in writes:
+                    buf.known[offset:offset + size] = bytes(size)
         if queue is not None:
             self.pending.append(op)
         else:
@@ -208,6 +218,8 @@ class Model:
     def learn(self, clock: Clock) -> None:
         """The test has seen everything ``clock`` covers finish."""
         self.finished = join(self.finished, clock)
+        if self.log is not None:
+            self.log(f"   # model: finished {sorted(self.finished.items())}")
         keep = []
         for op in self.pending:
             if self.finished.get(op.queue, 0) >= op.seq:

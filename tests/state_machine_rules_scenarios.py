@@ -202,8 +202,9 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
     @rule(data=st.data())
     @step
     def destroy_while_busy(self, data: st.DataObject) -> None:
-        """A held queue has a launch and a copy queued; its program and then the queue itself are
-        destroyed; once the gate opens the work still runs, as an event recorded before shows."""
+        """A held queue has a launch and a copy queued (and maybe a failure); its program and then the
+        queue itself are destroyed; once the gate opens the work still runs, as an event recorded
+        before shows (or the event fails, when the failure came first)."""
         queue = self.healthy_queue(data)
         program = data.draw(st.sampled_from(self.live_programs()), label="program")
         symbol = self.symbol(program, "foo", SymbolKind.KERNEL)
@@ -220,6 +221,8 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         if self.after_work(queue, accepted, result):
             self.model.run(queue, effect.reads, effect.writes, effect.compute, f"{symbol.label} on {queue.name}")
         self.some_work(data, queue)
+        if data.draw(st.booleans(), label="fail too"):
+            self.fail(data, queue)  # held by the gate: the queue fails after it was destroyed
         event = self.event(queue)
         self.api.call("olDestroyProgram", program.handle)
         program.destroyed = True

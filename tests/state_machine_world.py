@@ -33,7 +33,11 @@ def step(fn: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(fn)
     def run(self: World, **kwargs: Any) -> None:
         self.begin(fn.__name__)
-        fn(self, **kwargs)
+        try:
+            fn(self, **kwargs)
+        except BaseException as exc:
+            self.remember_failure(exc)
+            raise
         self.end_step()
 
     return run
@@ -76,8 +80,9 @@ class World(RuleBasedStateMachine):
 
     IMAGE: bytes = b""
     stats = Stats()
-    trace: deque[str] = deque(maxlen=400)
+    trace: deque[str] = deque(maxlen=20000)
     watchdog: Watchdog | None = None
+    first_failure: list[str] = []  # the trace when the first violation happened (a replay may pass)
 
     def __init__(self) -> None:
         super().__init__()
@@ -100,7 +105,7 @@ class World(RuleBasedStateMachine):
         self.fresh_runtime()
 
     def fresh_runtime(self) -> None:
-        self.model = Model()
+        self.model = Model(self.trace.append)
         self.registrations = Registrations()
         self.host: api.Device | None = None
         self.platform: api.Platform | None = None
@@ -123,6 +128,10 @@ class World(RuleBasedStateMachine):
                 state = "" if buf.live else "(freed)"
                 return f"{buf.name}{state}+{address - buf.address}"
         return None
+
+    def remember_failure(self, exc: BaseException) -> None:
+        if not World.first_failure:
+            World.first_failure = [*self.trace, f"# {type(exc).__name__}: {exc}"]
 
     def begin(self, rule: str) -> None:
         self.in_step = rule
@@ -350,7 +359,8 @@ class World(RuleBasedStateMachine):
         self.in_step = "teardown"
         try:
             self.end_runtime()
-        except BaseException:
+        except BaseException as exc:
+            self.remember_failure(exc)
             self.abandon()
             raise
         self.in_step = None

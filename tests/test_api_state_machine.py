@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
         print(f"STATE_MACHINE_FAILURE {failure_category(exc)}", flush=True)
         traceback.print_exc(file=sys.stdout)
-        print("---- the last calls of the failing run ----")
-        print("\n".join(World.trace))
+        print("---- the last calls before the first violation ----")
+        print("\n".join(World.first_failure or World.trace))
     summary = World.stats.summary()
     summary.update(seconds=round(time.perf_counter() - started, 2), seed=args.seed, max_examples=args.examples,
                    max_steps=args.steps, status=status)
