@@ -40,14 +40,16 @@ from state_machine_rules_programs import ProgramRules
 from state_machine_rules_queues import QueueRules
 from state_machine_rules_runtime import RuntimeRules
 from state_machine_rules_scenarios import ScenarioRules
-from state_machine_support import HANG_EXIT, Violation
+from state_machine_support import HANG_EXIT, KNOWN_BUGS, Violation
 from state_machine_world import ENTRY_POINTS, World
 
-CI_EXAMPLES = 30
-CI_STEPS = 60
+CI_EXAMPLES = 60
+CI_STEPS = 100
 CI_TIMEOUT = 150.0  # seconds for the child; the budget takes about 20 s on 2 cores
 THREAD_SLACK = 160  # backend queues (live, pooled, parked) and group-pool threads a run may hold
 SUMMARY = "STATE_MACHINE_SUMMARY "
+FAILURE = "STATE_MACHINE_FAILURE "
+TRACE_SHOWN = 300  # lines of the failing example's trace a failure shows
 
 
 class ApiMachine(RuntimeRules, ArgumentRules, ScenarioRules):
@@ -128,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         run_state_machine_as_test(machine, settings=config)
     except BaseException as exc:  # noqa: BLE001  # reported below, with the run's last calls
         status = 1
-        print(f"STATE_MACHINE_FAILURE {failure_category(exc)}", flush=True)
+        trace = World.first_failure or list(World.trace)
+        print(f"{FAILURE}{failure_category(exc)}: {trace[-1] if World.first_failure else exc}", flush=True)
         traceback.print_exc(file=sys.stdout)
-        print("---- the last calls before the first violation ----")
-        print("\n".join(World.first_failure or World.trace))
+        print(f"---- the last calls before the first violation (of {len(trace)} in its example) ----")
+        print("\n".join(trace[-TRACE_SHOWN:]))
     summary = World.stats.summary()
     summary.update(seconds=round(time.perf_counter() - started, 2), seed=args.seed, max_examples=args.examples,
                    max_steps=args.steps, status=status)
@@ -168,13 +171,18 @@ def run_child(image: Path, examples: int, steps: int, seed_value: int | None, ti
                     f"stderr:\n{err[-20000:]}")
     summary_lines = [line for line in result.stdout.splitlines() if line.startswith(SUMMARY)]
     if result.returncode != 0:
+        out = "\n".join(line for line in result.stdout.splitlines() if not line.startswith(SUMMARY))
         if result.returncode < 0:
             kind = f"[crash] {what} was killed by signal {-result.returncode}"
         elif result.returncode == HANG_EXIT:
-            kind = f"[hang] {what}: a call never returned"
+            kind = f"[hang] {what}: a call never returned (the watchdog's report is in stderr)"
+        elif FAILURE in out:
+            report = out[out.index(FAILURE):]
+            kind = f"{what} failed: {report.splitlines()[0][len(FAILURE):]}"
+            out = report + "\n---- hypothesis' report of the steps ----\n" + out[:out.index(FAILURE)][-20000:]
         else:
-            kind = f"{what} found a problem"
-        pytest.fail(f"{kind}\nstdout:\n{result.stdout[-30000:]}\nstderr:\n{result.stderr[-20000:]}")
+            kind = f"{what} failed"
+        pytest.fail(f"{kind}\n\nstdout:\n{out[-60000:]}\n\nstderr:\n{result.stderr[-30000:]}")
     assert summary_lines, f"{what} printed no summary\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
     return json.loads(summary_lines[-1][len(SUMMARY):])
 
@@ -182,6 +190,8 @@ def run_child(image: Path, examples: int, steps: int, seed_value: int | None, ti
 def describe(summary: dict[str, Any]) -> str:
     lines = [f"{summary['examples']} examples, {summary['steps']} steps in {summary['seconds']} s "
              f"(seed {summary['seed'] or 'derandomized'})",
+             "known runtime bugs met: " + (", ".join(f"{k} x{v}" for k, v in summary["known_bugs"].items())
+                                            or "none"),
              "calls: " + ", ".join(f"{k} {v}" for k, v in summary["calls"].items()),
              "errors: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()),
              "checks: " + ", ".join(f"{k} {v}" for k, v in summary["checks"].items()),
@@ -202,6 +212,14 @@ def test_the_whole_api_against_a_model_of_its_data(build, tmp_path: Path) -> Non
         missing = [name for name in ENTRY_POINTS if not summary["calls"].get(name)]
         assert not missing, f"entry points the run never called: {missing}"
         assert summary["checks"].get("bytes compared", 0) > 0, "the run compared no bytes with the model"
+        for bug, count in summary["known_bugs"].items():
+            warnings.warn(f"the state machine met a known offloadrt bug {count} time(s) and did not fail for it "
+                          f"(KNOWN_BUGS in tests/state_machine_support.py): {KNOWN_BUGS.get(bug, bug)}",
+                          KnownBugWarning, stacklevel=1)
+
+
+class KnownBugWarning(UserWarning):
+    """A runtime bug the state machine counts instead of failing on, until it is fixed."""
 
 
 if __name__ == "__main__":
