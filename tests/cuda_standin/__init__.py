@@ -4,7 +4,10 @@ The module :mod:`cuda_standin.driver` has the bindings' function names, paramete
 ``(CUresult, *outputs)`` results, and simulates the CUDA driver's documented behaviour on the
 host (stream order, CUDA_ERROR_NOT_READY while work is pending, host functions on a driver
 thread, events with timestamps, sticky errors), so the CUDA plugin's logic can be tested on any
-Linux machine. Memory is real host memory: device pointers can be read through ctypes.
+Linux machine. Memory is real host memory: device pointers can be read through ctypes. Host
+memory registered with ``cuMemHostRegister`` is tracked (``state().registered``); give a device
+``attributes={"CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 0}`` and registrations get device
+addresses of their own, which :func:`read` and :func:`write` translate.
 
 Use in a test::
 

@@ -5,7 +5,10 @@ hip-python converts them) and ``(hipError_t, *outputs)`` results, and simulates 
 documented behaviour on the host with tests/cuda_standin's engine (stream order, hipErrorNotReady
 while work is pending, host functions on a stream thread, events with timestamps, sticky faults
 that poison a device), so the AMDGPU plugin's logic can be tested on any Linux machine. Memory is
-real host memory: device pointers can be read through ctypes. :mod:`hip_standin.images` builds
+real host memory: device pointers can be read through ctypes. Host memory registered with
+``hipHostRegister`` is tracked (``state().registered``); a device given
+``attributes={"CanUseHostPointerForRegisteredMem": 0}`` makes registrations get device addresses
+of their own, which :func:`read` and :func:`write` translate. :mod:`hip_standin.images` builds
 the AMDGPU code objects and offload bundles ``hipModuleLoadData`` takes.
 
 Use in a test::
