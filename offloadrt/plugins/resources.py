@@ -94,8 +94,9 @@ class AsyncInfo:
         """Put the queue in the error state with ``error``, unless it already failed."""
         failure = self.failure
         if failure is None:
-            failure = self.failure = QueueFailure(error, self.owner)
-            report_failure(self.owner, failure)
+            failure = QueueFailure(error, self.owner)
+            report_failure(self.owner, failure)  # first: whoever sees the failure sees it after the report
+            self.failure = failure
         return failure
 
     def queue_error(self) -> OffloadError:
@@ -107,8 +108,8 @@ class AsyncInfo:
     def adopt(self, failure: QueueFailure) -> None:
         """Fail because work this queue waited on failed; keeps the first queue as origin."""
         if self.failure is None:
-            self.failure = failure
             report_failure(self.owner, failure)
+            self.failure = failure
 
 
 class GenericEvent:
