@@ -12,7 +12,7 @@ from state_machine_model import Buffer, Clock, EventModel, QueueModel, join
 from state_machine_support import Gate
 from state_machine_world import WRONG_USER_DATA, E, HostCall, World, step
 
-from offloadrt import ErrorCode, EventInfo, OffloadError, QueueInfo, api
+from offloadrt import DeviceInfo, ErrorCode, EventInfo, OffloadError, QueueInfo, api
 
 MAX_QUEUES = 6
 MAX_EVENTS = 12
@@ -28,6 +28,19 @@ def has_queue(self: World) -> bool:
 
 def has_event(self: World) -> bool:
     return self.host is not None and bool(self.live_events())
+
+
+def outcome_of(name: str, args: list[Any]) -> str:
+    """What ``api.<name>(*args)`` gives, as HostCall.calls records it (run on a queue's thread)."""
+    try:
+        result = getattr(api, name)(*args)
+        if name == "olCreateQueue":
+            api.olDestroyQueue(result)
+    except OffloadError as exc:
+        return exc.code.name
+    except BaseException as exc:  # noqa: BLE001  # a finding, reported on the test's thread
+        return f"!{type(exc).__name__}: {exc}"
+    return "False" if result is False else "ok"
 
 
 class QueueRules(World):
@@ -202,7 +215,7 @@ class QueueRules(World):
     @rule(data=st.data())
     @step
     def host_function(self, data: st.DataObject) -> None:
-        kinds = ["record", "snapshot", "snapshot", "raise", "bad callback", "bad queue"]
+        kinds = ["record", "snapshot", "snapshot", "raise", "api", "api", "bad callback", "bad queue"]
         if len(self.gates) < MAX_GATES:
             kinds.append("gate")
         kind = data.draw(st.sampled_from(kinds), label="kind")
@@ -228,11 +241,15 @@ class QueueRules(World):
             return
         if kind == "raise":
             token = f"boom-{label}"
-            name = data.draw(st.sampled_from([*RAISED, "OffloadError"]), label="exception")
+            name = data.draw(st.sampled_from([*RAISED, "OffloadError", "a waiting call"]), label="exception")
+            if name == "a waiting call":
+                token = "cannot be called from a host function"
 
             def raising(_user_data: object) -> None:
                 if name == "OffloadError":
                     raise OffloadError(ErrorCode.UNKNOWN, token)
+                if name == "a waiting call":  # its INVALID_ARGUMENT, uncaught, fails the queue
+                    api.olSyncQueue(queue.handle)
                 raise RAISED[name](token)
 
             raising.label = f"{label}(raises {name})"  # type: ignore[attr-defined]
@@ -244,7 +261,12 @@ class QueueRules(World):
         token_data = object()
         reads: list[Any] = []
         writes: list[Any] = []
-        if kind == "snapshot":
+        plan = self.draw_api_plan(data, queue) if kind == "api" else []
+        call.runtime = self.runtime
+        if kind == "api":
+            address = size = 0
+            call.label = f"{label}(calls {', '.join(name for name, _, _, _ in plan)})"
+        elif kind == "snapshot":
             buf = data.draw(st.sampled_from(self.live_buffers()), label="buffer")
             offset = data.draw(st.integers(0, buf.size - 1), label="offset")
             size = data.draw(st.integers(1, min(64, buf.size - offset)), label="size")
@@ -261,6 +283,8 @@ class QueueRules(World):
                 call.captured = WRONG_USER_DATA
             elif address:
                 call.captured = ctypes.string_at(address, size)
+            for name, args, expected, handles in plan:
+                call.calls.append((name, expected, handles, outcome_of(name, args)))
             call.ran.set()
 
         host_fn.label = call.label  # type: ignore[attr-defined]
@@ -272,6 +296,27 @@ class QueueRules(World):
         if will_run:
             call.op = self.model.run(queue, reads, writes, lambda inputs: [inputs[0]] if inputs else [], call.label)
         self.host_calls.append(call)
+
+    def draw_api_plan(self, data: st.DataObject, queue: QueueModel) -> list[tuple[str, list[Any], str, list[Any]]]:
+        """Calls a host function on ``queue`` makes: those that wait must be refused there
+        (INVALID_ARGUMENT: the host function holds up its own queue); queries and a queue created and
+        destroyed at once are allowed. Nothing here changes what the model tracks."""
+        other = data.draw(st.sampled_from(self.live_queues()), label="other queue")
+        options: list[tuple[str, list[Any], str, list[Any]]] = [
+            ("olSyncQueue", [queue.handle], "INVALID_ARGUMENT", [queue]),
+            ("olSyncQueue", [other.handle], "INVALID_ARGUMENT", [other]),
+            ("olShutDown", [], "INVALID_ARGUMENT", []),
+            ("olGetQueueInfo", [queue.handle, QueueInfo.DEVICE], "ok", [queue]),
+            ("olQueryQueue", [queue.handle], "False", [queue]),  # it is running this very host function
+            ("olGetQueueError", [queue.handle], "ok", [queue]),
+            ("olGetDeviceInfo", [self.host, DeviceInfo.NAME], "ok", []),
+            ("olCreateQueue", [self.host], "ok", []),  # and destroyed at once; never waits for a parked queue
+        ]
+        if self.live_events():
+            event = data.draw(st.sampled_from(self.live_events()), label="event")
+            options += [("olSyncEvent", [event.handle], "INVALID_ARGUMENT", [event]),
+                        ("olGetEventElapsedTime", [event.handle, event.handle], "INVALID_ARGUMENT", [event])]
+        return data.draw(st.lists(st.sampled_from(options), min_size=1, max_size=4), label="calls")
 
     @precondition(lambda self: bool(self.gates))
     @rule(data=st.data())

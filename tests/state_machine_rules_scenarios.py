@@ -14,7 +14,7 @@ from state_machine_kernels import Shape, fail_effect, pointer_effect
 from state_machine_model import Buffer, EventModel, QueueModel, join, known
 from state_machine_rules_memory import MemoryRules
 from state_machine_rules_programs import ProgramRules
-from state_machine_rules_queues import QueueRules
+from state_machine_rules_queues import PARKED_LIMIT, QueueRules
 from state_machine_support import KNOWN_BUGS, Gate, Violation
 from state_machine_world import E, HostCall, World, step
 
@@ -191,6 +191,10 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
             if self.after_work(waiter, accepted, result) and event.doom is not None:
                 self.doom(waiter, event.doom.origins, join(self.model.ordered_clock(waiter), event.doom.finished))
             self.some_work(data, waiter)
+        if data.draw(st.booleans(), label="destroy the failing queue first"):
+            self.api.call("olDestroyQueue", queue.handle)  # parked: nobody will see it fail but events
+            queue.destroyed = True
+            self.destroyed_queues += 1
         self.release(gate)
         for q in (queue, waiter):
             self.check_queue_error(q)
@@ -294,3 +298,42 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         self.check_host_calls()
         if buf.live:
             self.check_buffer(buf)
+
+    @precondition(lambda self: self.host is not None)
+    @rule(data=st.data())
+    @step
+    def many_busy_queues(self, data: st.DataObject) -> None:
+        """As many queues as the device parks (64) wait behind a gate and are destroyed; once the
+        gate opens, olCreateQueue may have to wait for the oldest of them; every one still runs."""
+        self.open_gates()  # queues parked before are not held: waiting for one of them is bounded
+        blocker = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+        gate = self.gate(blocker)
+        start = self.event(blocker)
+        assert start is not None
+        events: list[EventModel] = []
+        for _ in range(PARKED_LIMIT):
+            queue = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+            self.api.call("olWaitEvents", queue.handle, [start.handle])
+            queue.clock = join(self.model.tick(queue), start.clock)
+            call = HostCall(f"{self.new_name('hf')}(record on {queue.name})", "record")
+
+            def host_fn(_user_data: object, call: HostCall = call) -> None:
+                call.ran.set()
+
+            host_fn.label = call.label  # type: ignore[attr-defined]
+            self.api.call("olLaunchHostFunction", queue.handle, host_fn)
+            call.op = self.model.run(queue, [], [], lambda _inputs: [], call.label)
+            self.host_calls.append(call)
+            event = self.event(queue)
+            assert event is not None
+            events.append(event)
+            self.api.call("olDestroyQueue", queue.handle)
+            queue.destroyed = True
+            self.destroyed_queues += 1
+        self.release(gate)
+        self.add_queue(self.api.call("olCreateQueue", self.host)[1])  # may wait for the oldest parked queue
+        for event in [start, *events]:
+            self.sync_event(event)
+            self.api.call("olDestroyEvent", event.handle)
+            event.destroyed = True
+        self.check_host_calls()

@@ -67,12 +67,16 @@ class HostCall:
     """A host function the test queued and what it must have done."""
 
     label: str
-    kind: str  # "record", "snapshot", "raise" or "gate"
+    kind: str  # "record", "snapshot" or "api"
     op: Any = None  # the model's Op (None when it is queued behind a failure and must never run)
     ran: threading.Event = field(default_factory=threading.Event)
     captured: bytes | None = None
     expected: Buffer | None = None
     checked: bool = False
+    # "api": the calls it made: name, what it must give ("ok", "False" or an error code name), the
+    # handles it uses (destroyed since, they may have been gone when it ran), what it gave
+    calls: list[tuple[str, str, list[Any], str]] = field(default_factory=list)
+    runtime: int = 0  # which runtime (olInit ... last olShutDown) it was queued in
 
 
 class World(RuleBasedStateMachine):
@@ -97,6 +101,7 @@ class World(RuleBasedStateMachine):
         self.baseline = set(threading.enumerate())
         self.ids = itertools.count(1)
         self.refcount = 0
+        self.runtime = 0
         self.in_step: str | None = None
         self.plain: list[Buffer] = []  # host memory the test owns (outlives runtimes)
         self.gates: list[Gate] = []
@@ -257,6 +262,17 @@ class World(RuleBasedStateMachine):
             call.checked = True
             if call.captured == WRONG_USER_DATA:
                 raise Violation("wrong-outcome", f"{call.label} was not called with the user_data it was given")
+            for name, expected, handles, outcome in call.calls:
+                self.stats.calls[f"{name} (in a host function)"] += 1
+                if call.runtime != self.runtime or self.refcount == 0 or any(h.destroyed for h in handles):
+                    # it may have run after a handle was destroyed, or while olShutDown drained the queues
+                    late = {"UNINITIALIZED", "INVALID_QUEUE", "INVALID_EVENT"}
+                    if outcome in late:
+                        continue
+                if outcome != expected:
+                    category = "non-OffloadError" if outcome.startswith("!") else "wrong-outcome"
+                    raise Violation(category, f"{call.label}: {name} inside the host function gave {outcome}, "
+                                              f"expected {expected}")
             if call.kind == "snapshot":
                 assert call.expected is not None and call.captured is not None
                 compared, wrong = self.model.mismatches(call.expected, call.captured)
@@ -274,6 +290,7 @@ class World(RuleBasedStateMachine):
     def start_runtime(self, platforms: Any = None) -> None:
         self.api.call("olInit", platforms)
         self.refcount = 1
+        self.runtime += 1
         devices: list[api.Device] = []
         self.api.call("olIterateDevices", lambda device, _: devices.append(device), None)
         hosts = [d for d in devices if self.api.call("olGetDeviceInfo", d, DeviceInfo.TYPE)[1] == DeviceType.HOST]
