@@ -17,7 +17,6 @@ from offloadrt import DeviceInfo, ErrorCode, EventInfo, OffloadError, QueueInfo,
 MAX_QUEUES = 6
 MAX_EVENTS = 12
 MAX_GATES = 2
-PARKED_LIMIT = 64  # olCreateQueue waits for a parked queue beyond this many
 RAISED = {"ValueError": ValueError, "RuntimeError": RuntimeError, "KeyboardInterrupt": KeyboardInterrupt,
           "SystemExit": SystemExit}
 
@@ -73,12 +72,7 @@ class QueueRules(World):
     def create_queue(self, data: st.DataObject) -> None:
         variant = data.draw(st.sampled_from(["ok"] * 3 + ["null", "wrong", "stale"]), label="variant")
         if variant == "ok" and len(self.live_queues()) < MAX_QUEUES:
-            if self.gates and self.destroyed_queues >= PARKED_LIMIT - 4:
-                self.open_gates()  # the queue may have to wait for a parked queue held by a gate
-            handle = self.api.call("olCreateQueue", self.host)[1]
-            if type(handle) is not api.Queue:
-                raise AssertionError(f"olCreateQueue returned {handle!r}")
-            self.add_queue(handle)
+            self.new_queue()
             return
         device, code = {"null": (None, E.INVALID_NULL_HANDLE), "ok": (None, E.INVALID_NULL_HANDLE),
                         "wrong": (self.draw_wrong(data, api.Device), E.INVALID_ARGUMENT),

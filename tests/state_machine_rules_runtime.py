@@ -55,7 +55,7 @@ class RuntimeRules(World):
     def populate(self) -> None:
         """A few of everything, so that the rules have something to work on from the first step."""
         for _ in range(2):
-            self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+            self.new_queue()
         if not self.plain:
             self.new_plain(512, bytes(range(256)) * 2)
         for kind, size in ((AllocType.HOST, 1024), (AllocType.DEVICE, 256)):

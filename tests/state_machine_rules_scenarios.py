@@ -14,9 +14,9 @@ from state_machine_kernels import Shape, fail_effect, pointer_effect
 from state_machine_model import Buffer, EventModel, QueueModel, join, known
 from state_machine_rules_memory import MemoryRules
 from state_machine_rules_programs import ProgramRules
-from state_machine_rules_queues import PARKED_LIMIT, QueueRules
+from state_machine_rules_queues import QueueRules
 from state_machine_support import KNOWN_BUGS, Gate, Violation
-from state_machine_world import E, HostCall, World, step
+from state_machine_world import PARKED_LIMIT, E, HostCall, World, step
 
 from offloadrt import AllocType, OffloadError, SymbolKind
 
@@ -32,7 +32,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         healthy = [q for q in self.live_queues() if q.doom is None]
         if healthy and data.draw(st.booleans(), label="reuse a queue"):
             return data.draw(st.sampled_from(healthy), label="queue")
-        return self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+        return self.new_queue()
 
     def gate(self, queue: QueueModel) -> Gate:
         gate = Gate(f"{self.new_name('hf')}(gate)")
@@ -248,7 +248,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
     def work_racing_a_failure(self, data: st.DataObject) -> None:
         """Work queued right behind failing work, while the failure may be happening: each call is
         refused with QUEUE_ERROR or accepted and then skipped; an event made then fails."""
-        queue = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+        queue = self.new_queue()
         racing_events: list[object] = []
         kinds = data.draw(st.lists(st.sampled_from(["event", "fill", "record", "wait"]), min_size=1, max_size=4),
                           label="racing work")
@@ -306,12 +306,13 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         """As many queues as the device parks (64) wait behind a gate and are destroyed; once the
         gate opens, olCreateQueue may have to wait for the oldest of them; every one still runs."""
         self.open_gates()  # queues parked before are not held: waiting for one of them is bounded
-        blocker = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
+        blocker = self.new_queue()
         gate = self.gate(blocker)
         start = self.event(blocker)
         assert start is not None
         events: list[EventModel] = []
         for _ in range(PARKED_LIMIT):
+            # directly: none of the queues parked before is held, so this never waits for long
             queue = self.add_queue(self.api.call("olCreateQueue", self.host)[1])
             self.api.call("olWaitEvents", queue.handle, [start.handle])
             queue.clock = join(self.model.tick(queue), start.clock)

@@ -25,6 +25,7 @@ E = ErrorCode
 ENTRY_POINTS = sorted(name for name in api.__all__ if name.startswith("ol"))
 JOIN_WAIT = 10.0  # longest the test waits for a leaked thread before reporting it
 WRONG_USER_DATA = b"<the host function got another user_data>"
+PARKED_LIMIT = 64  # busy destroyed queues a device parks before olCreateQueue waits for the oldest
 
 
 def step(fn: Callable[..., None]) -> Callable[..., None]:
@@ -362,7 +363,7 @@ class World(RuleBasedStateMachine):
         for _ in range(self.refcount + 2):
             try:
                 api.olShutDown()
-            except Exception:  # noqa: BLE001, S112  # best effort; the failure is already reported
+            except Exception:  # noqa: BLE001  # best effort; the failure is already reported
                 break
         for thread in threading.enumerate():
             if thread not in self.baseline:
@@ -393,6 +394,16 @@ class World(RuleBasedStateMachine):
             self.api.call("olSyncQueue", queue.handle)
             self.model.learn(queue.clock)
             queue.drained = queue.seq
+
+    def new_queue(self) -> QueueModel:
+        """``olCreateQueue`` on the host device. With 64 busy queues parked it waits for the oldest,
+        so gates open first when that many destroyed queues wait behind one."""
+        if sum(1 for q in self.queues if q.destroyed and self.blocked(q.clock)) >= PARKED_LIMIT - 2:
+            self.open_gates()
+        handle = self.api.call("olCreateQueue", self.host)[1]
+        if type(handle) is not api.Queue:
+            raise AssertionError(f"olCreateQueue returned {handle!r}")
+        return self.add_queue(handle)
 
     def add_queue(self, handle: api.Queue) -> QueueModel:
         queue = QueueModel(next(self.ids), "", handle)
