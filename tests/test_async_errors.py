@@ -5,6 +5,7 @@ first, is never cleared, and never leaks into a recycled backend queue."""
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import SAFETY, TIMEOUT, Gate, alloc_u32, call_with_timeout, expect_error, increment, kernel, launch_args
 
-from offloadrt import ErrorCode, EventInfo, OffloadError, OffloadWarning, QueueInfo, api
+from offloadrt import ErrorCode, EventInfo, OffloadError, OffloadWarning, QueueInfo, SymbolKind, api
 
 FAULT = 4242  # what fail_with returns: it must show up in the error
 
@@ -350,3 +351,31 @@ def test_event_info_on_a_failed_queue(host, queue, basic, gate):
     assert api.olGetEventInfo(event, EventInfo.QUEUE) is queue
     assert isinstance(api.olGetEventInfo(event, EventInfo.IS_COMPLETE), bool)
     assert api.olGetQueueInfo(queue, QueueInfo.DEVICE) is host
+
+
+def test_an_event_recorded_while_the_failing_work_finishes_fails_with_it(host, basic) -> None:
+    """olCreateEvent racing the failure of the work before it: the event is behind the failure
+    whether the queue still holds that work or has just let it go."""
+    fail = api.olGetSymbol(basic, "fail_with", SymbolKind.KERNEL)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the window shows within a few hundred tries
+    try:
+        record_events_racing_a_failure(host, fail)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def record_events_racing_a_failure(host: api.Device, fail: api.Symbol) -> None:
+    for _ in range(500):
+        queue = api.olCreateQueue(host)
+        api.olLaunchKernel(queue, host, fail, struct.pack("<i", 5), launch_args())
+        try:
+            event = api.olCreateEvent(queue)
+        except OffloadError as exc:  # the failure was already seen: refused at once
+            assert exc.code == ErrorCode.QUEUE_ERROR
+        else:
+            with pytest.raises(OffloadError) as info:
+                api.olSyncEvent(event)
+            assert info.value.code == ErrorCode.QUEUE_ERROR
+            api.olDestroyEvent(event)
+        api.olDestroyQueue(queue)

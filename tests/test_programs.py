@@ -340,3 +340,11 @@ def test_image_the_loader_rejects(host, build, unloadable_images, name, loader_s
     error = expect_error(ErrorCode.INVALID_BINARY, api.olCreateProgram, host, image)
     assert loader_says in error.details, error.details
     assert_runtime_works(host, build("basic"))
+
+
+def test_symbol_names_that_no_program_can_have_are_clean_errors(basic) -> None:
+    for kind in (SymbolKind.KERNEL, SymbolKind.GLOBAL_VARIABLE):
+        assert "UTF-8" in expect_error(ErrorCode.NOT_FOUND, api.olGetSymbol, basic, b"\xff\xfe", kind).details
+        expect_error(ErrorCode.INVALID_ARGUMENT, api.olGetSymbol, basic, "foo\0bar", kind)
+        expect_error(ErrorCode.INVALID_ARGUMENT, api.olGetSymbol, basic, b"foo\0", kind)
+    assert api.olGetSymbol(basic, b"foo", SymbolKind.KERNEL) is api.olGetSymbol(basic, "foo", SymbolKind.KERNEL)

@@ -32,9 +32,15 @@ def olGetSymbol(ctx: Context, program: Program, name: str, kind: SymbolKind) -> 
     if name is None:
         raise OffloadError(ErrorCode.INVALID_NULL_POINTER, "name is None")
     if isinstance(name, (bytes, bytearray)):
-        name = bytes(name).decode()
+        try:
+            name = bytes(name).decode()
+        except UnicodeDecodeError:
+            raise OffloadError(ErrorCode.NOT_FOUND, f"the program has no symbol named {bytes(name)!r} "
+                                                    f"(symbol names are UTF-8)") from None
     if not isinstance(name, str):
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"name must be a str, got {type(name).__name__}")
+    if "\0" in name:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"name {name!r} contains a NUL character")
     kind = enum_value(SymbolKind, kind, "symbol kind")
     assert isinstance(program, Program)
     key = (name, kind)

@@ -346,7 +346,12 @@ class HostDevice(GenericDevice):
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue) and isinstance(event, HostEvent)
         if queue.is_idle():
-            event.reach()
+            # The queue's last item may have failed just now: it sets the failure before it leaves.
+            failure = queue.failure
+            if failure is None:
+                event.reach()
+            else:
+                event.skip(None, failure)
         else:
             queue.submit(event.reach, None, event.skip)
 
