@@ -135,7 +135,8 @@ def test_without_hip_python_the_platform_has_no_devices_and_a_reason(monkeypatch
 
 
 @pytest.mark.parametrize(("reset_args", "inject", "reason"), [
-    ({"library_missing": True}, None, "the HIP runtime library (libamdhip64) could not be loaded: failed to dlopen"),
+    ({"library_missing": True}, None,
+     "ROCm's HIP runtime (libamdhip64) was not found or could not be loaded (failed to dlopen libamdhip64.so"),
     ({"init_error": E.hipErrorNoDevice}, None, "hipInit: no AMD GPU is present"),
     ({"devices": 0}, None, "hipInit: no AMD GPU is present"),
     ({"init_error": E.hipErrorUnknown}, None, "hipInit failed: hipErrorUnknown (unknown error)"),
@@ -164,6 +165,8 @@ def test_a_runtime_that_cannot_start_gives_zero_devices_and_a_reason(
     assert f"amdgpu: {reason}" in text, text
     assert reason in report["Unavailable Platforms"]["amdgpu"]
     assert not any(device["Platform Backend"] == "AMDGPU" for device in report["Devices"])
+    if reset_args.get("library_missing"):  # plain words and advice, no Python bytes reprs
+        assert "b'" not in text and "install ROCm 6.0 or newer" in text
 
 
 @pytest.mark.parametrize(("call", "skip"), [("hipDriverGetVersion", 0), ("hipGetDeviceCount", 0),

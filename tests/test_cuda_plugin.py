@@ -10,6 +10,7 @@ plugin made against the real ``cuda.bindings.driver`` to prove the arguments con
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
 import io
@@ -121,7 +122,7 @@ def test_without_cuda_bindings_the_platform_has_no_devices_and_a_reason(monkeypa
 
 
 @pytest.mark.parametrize(("reset_args", "reason"), [
-    ({"library_missing": True}, "the NVIDIA driver library (libcuda) could not be loaded"),
+    ({"library_missing": True}, "the NVIDIA driver library (libcuda) was not found or could not be loaded"),
     ({"init_error": CUresult.CUDA_ERROR_NO_DEVICE}, "cuInit: no CUDA-capable device is present"),
     ({"devices": 0}, "cuInit: no CUDA-capable device is present"),
     ({"init_error": CUresult.CUDA_ERROR_UNKNOWN}, "cuInit failed: CUDA_ERROR_UNKNOWN"),
@@ -1500,3 +1501,35 @@ def test_every_driver_call_converts_its_arguments_in_the_real_bindings(monkeypat
         problems.append(f"{name} returned without loading libcuda")
     assert len(replayed) > 40
     assert not problems, "\n".join(problems)
+
+
+def test_a_host_function_cannot_call_into_the_driver_but_may_use_the_host_device(rt: Runtime) -> None:
+    """CUDA forbids driver calls from its callback thread: offloadrt refuses them there (the queue
+    fails with a message that says why) instead of letting the driver deadlock or fail obscurely."""
+    gpu = rt.gpus[0]
+    pointer = api.olMemAlloc(gpu, AllocType.DEVICE, 16)
+    source, source_address = host_buffer(b"0123456789abcdef")
+    seen: list[BaseException] = []
+    host_copies: list[bytes] = []
+
+    def body(_: object) -> None:
+        target = ctypes.create_string_buffer(16)
+        api.olMemcpy(None, ctypes.addressof(target), rt.host, source_address, rt.host, 16)  # the host device: fine
+        host_copies.append(target.raw)
+        try:
+            api.olMemcpy(None, pointer, gpu, source_address, rt.host, 16)  # a CUDA copy: refused
+        except BaseException as exc:  # noqa: BLE001  # inspected below
+            seen.append(exc)
+            raise
+
+    queue = api.olCreateQueue(gpu)
+    api.olLaunchHostFunction(queue, body)
+    err = expect(ErrorCode.QUEUE_ERROR, in_new_thread, api.olSyncQueue, queue)
+    assert host_copies == [b"0123456789abcdef"]
+    assert len(seen) == 1 and isinstance(seen[0], OffloadError) and seen[0].code == ErrorCode.INVALID_ARGUMENT
+    assert "cannot be called from a host function" in seen[0].details and str(queue) in seen[0].details
+    assert "cannot be called from a host function" in err.details
+    api.olMemcpy(None, pointer, gpu, source_address, rt.host, 16)  # outside a host function it works
+    assert standin.read(pointer, 16) == b"0123456789abcdef"
+    api.olDestroyQueue(queue)
+    api.olMemFree(pointer)

@@ -138,7 +138,7 @@ class AmdGpuDevice(GpuDevice):
         self.enter()
         idle = queue is not None and not self.has_pending_work(queue)
         if queue is not None and queue.failure is not None:
-            raise queue.failure.queue_error()
+            raise queue.queue_error()
         super()._data_fill_impl(ptr, pattern, size, queue)
         if idle:
             assert queue is not None
@@ -200,11 +200,13 @@ class AmdGpuPlugin(GpuPlugin):
     vendor_name = "Advanced Micro Devices, Inc."
     device_class = AmdGpuDevice
     no_device_message = "no AMD GPU is present"
+    install_hint = ("install ROCm 6.0 or newer (https://rocm.docs.amd.com), or add the folder holding "
+                    "libamdhip64.so to LD_LIBRARY_PATH")
 
     def _init_impl(self) -> int:
         # hip-python binds libamdhip64.so on the first call
         self.start_driver(hd.Driver(hd.load_driver()), lambda: self.driver.module.hipInit(0), "hipInit",
-                          "the HIP runtime library (libamdhip64)")
+                          "ROCm's HIP runtime (libamdhip64)")
         d = self.driver.module
         version = int(self.driver.check(d.hipDriverGetVersion(), "hipDriverGetVersion"))
         # HIP encodes versions as major * 10**7 + minor * 10**5 + patch.

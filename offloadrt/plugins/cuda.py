@@ -188,6 +188,7 @@ class CudaPlugin(GpuPlugin):
     vendor_name = "NVIDIA Corporation"
     device_class = CudaDevice
     no_device_message = "no CUDA-capable device is present"
+    install_hint = "install the NVIDIA driver (it provides libcuda.so.1); the CUDA toolkit is not needed"
 
     def _init_impl(self) -> int:
         # cuda.pathfinder finds libcuda on the first call

@@ -22,6 +22,7 @@ import ctypes
 import functools
 import itertools
 import operator
+import re
 import threading
 from abc import abstractmethod
 from collections.abc import Callable
@@ -33,7 +34,15 @@ from ..types import AllocType, DeviceInfo, DeviceType, Dimensions, FpCapabilityF
 from .image import DeviceImage, GenericKernel, GlobalVariable
 from .interface import Dim3, GenericDevice, GenericPlugin, PluginUnavailable
 from .registrations import RegistrationMap
-from .resources import AsyncInfo, GenericEvent, QueueFailure, ResourcePool
+from .resources import (
+    AsyncInfo,
+    GenericEvent,
+    QueueFailure,
+    ResourcePool,
+    report_failure,
+    running_host_function,
+    set_host_function_queue,
+)
 
 SUCCESS = 0
 NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE and hipErrorNoDevice
@@ -178,13 +187,16 @@ class GpuStream(AsyncInfo):
         with self.lock:
             if self.failure is None:
                 self.failed_at = self._place(at)
-                self.failure = QueueFailure(error, self.owner)
+                failure = QueueFailure(error, self.owner)
+                report_failure(self.owner, failure)  # before it is published, as AsyncInfo does
+                self.failure = failure
             return self.failure
 
     def adopt(self, failure: QueueFailure, at: int | None = None) -> None:
         with self.lock:
             if self.failure is None:
                 self.failed_at = self._place(at)
+                report_failure(self.owner, failure)
                 self.failure = failure
 
     def _place(self, at: int | None) -> int:
@@ -254,15 +266,30 @@ def _run_host_call(key: int | None) -> None:
     device._settle_waits(queue, upto=position, query=False)  # no driver call may be made from here
     if queue.failure is not None:
         return  # the queue failed before this point: later host work does not run
+    # The driver forbids calls into itself from its callback thread: GpuDevice.enter refuses them
+    # while the vendor's token says a host function runs here (the fast path sees a mismatch).
+    state = type(device).thread_state
+    token = getattr(state, "token", None)
+    state.token = _IN_HOST_FUNCTION
+    set_host_function_queue(queue)
     try:
         callback(user_data)
     except BaseException as exc:  # noqa: BLE001  # the queue fails; the driver thread goes on
         err = OffloadError(ErrorCode.UNKNOWN, f"host function raised {type(exc).__name__}: {exc}")
-        err.__cause__ = exc
+        if isinstance(exc, OffloadError):
+            err = exc
+        else:
+            err.__cause__ = exc
         queue.fail(err, at=position)
     else:
         if queue.failure is not None:  # adopted by the callback (a wait on another backend's event)
             queue.move_failure_to(position)
+    finally:
+        set_host_function_queue(None)
+        state.token = token
+
+
+_IN_HOST_FUNCTION = object()  # a vendor's thread token while a host function of its runs on the thread
 
 
 _HOST_TRAMPOLINE = _HOST_FN_TYPE(_run_host_call)
@@ -450,9 +477,20 @@ class GpuDevice(GenericDevice):
         if self.sticky is not None:
             raise self.sticky
         if select or getattr(self.thread_state, "token", None) != self.current_token:
+            if getattr(self.thread_state, "token", None) is _IN_HOST_FUNCTION:
+                raise self._refused_in_host_function()
             self._make_current()
             self.thread_state.token = self.current_token
         return self.d
+
+    def _refused_in_host_function(self) -> OffloadError:
+        queue = running_host_function()
+        owner = getattr(queue, "owner", None) or "a queue"
+        return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                            f"this call reaches the {self.driver.vendor} driver, which cannot be called from a host "
+                            f"function: the driver runs host functions (this one of {owner}) on its own thread and "
+                            f"forbids calls into it from there. Enqueue {self.driver.vendor} work after "
+                            f"olSyncQueue in the caller instead")
 
     def on_stream(self, queue: AsyncInfo | None, op: str, *args: Any) -> None:
         """Driver op ``op`` with ``(*args, stream)`` on ``queue``'s stream, or on a temporary one that is synced."""
@@ -975,11 +1013,20 @@ def gpu_info(*, name: str, product_name: str, uid: str, vendor: str, vendor_id: 
     }
 
 
+def _plain(exc: BaseException) -> str:
+    """An exception's text without Python's bytes reprs (``b'libamdhip64.so'`` → ``libamdhip64.so``)."""
+    text = str(exc)
+    text = re.sub(r"""'?b(['"])(.*?)\1'?""", r"\2", text)
+    return text.strip().rstrip(".")
+
+
 class GpuPlugin(GenericPlugin):
     """A GPU backend: starts its driver, and lets its own devices exchange data directly."""
 
     device_class: ClassVar[type[GpuDevice]]
     no_device_message: ClassVar[str] = "no device is present"
+    #: what to do when the driver library is missing, for the unavailable reason
+    install_hint: ClassVar[str] = "install the vendor's driver"
 
     def __init__(self) -> None:
         super().__init__()
@@ -996,7 +1043,8 @@ class GpuPlugin(GenericPlugin):
         try:
             result = init()
         except (RuntimeError, OSError) as exc:  # the bindings load the driver library on the first call
-            raise PluginUnavailable(f"{library} could not be loaded: {exc}") from None
+            raise PluginUnavailable(f"{library} was not found or could not be loaded ({_plain(exc)}); "
+                                    f"{self.install_hint}") from None
         status = int(result[0])
         if status == NO_DEVICE:
             raise PluginUnavailable(f"{init_call}: {self.no_device_message}")
