@@ -185,10 +185,10 @@ class Model:
             inputs.append((values, bytes(mask)))
         outputs = compute(inputs)
         assert len(outputs) == len(writes)
-        for (buf, offset, size), (values, mask) in zip(writes, outputs):
-            assert len(values) == size and len(mask) == size, (label, size, len(values), len(mask))
+        for (buf, offset, size), (values, sure) in zip(writes, outputs):
+            assert len(values) == size and len(sure) == size, (label, size, len(values), len(sure))
             buf.data[offset:offset + size] = values
-            buf.known[offset:offset + size] = mask
+            buf.known[offset:offset + size] = sure
         for other in unordered:
             both_write = any(overlap(write, mine) for write in other.writes for mine in writes)
             if both_write or any(overlap(read, mine) for read in other.reads for mine in writes):

@@ -391,7 +391,7 @@ class ProgramRules(World):
             args[3] = 5
         elif variant == "bad queue":
             destroyed = [q for q in self.queues if q.destroyed]
-            if destroyed and data.draw(st.booleans(), label="destroyed queue"):
+            if bool(destroyed) and data.draw(st.booleans(), label="destroyed queue"):
                 args[0], code = destroyed[-1].handle, E.INVALID_QUEUE
             else:
                 args[0] = self.draw_wrong(data, api.Queue)

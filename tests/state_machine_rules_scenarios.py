@@ -30,7 +30,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
     def healthy_queue(self, data: st.DataObject) -> QueueModel:
         """A live queue that nothing makes fail (a new one when there is none)."""
         healthy = [q for q in self.live_queues() if q.doom is None]
-        if healthy and data.draw(st.booleans(), label="reuse a queue"):
+        if bool(healthy) and data.draw(st.booleans(), label="reuse a queue"):
             return data.draw(st.sampled_from(healthy), label="queue")
         return self.new_queue()
 
@@ -101,7 +101,7 @@ class ScenarioRules(MemoryRules, QueueRules, ProgramRules):
         """Queue work that fails: a raising host function or a faulting kernel."""
         programs = self.live_programs()
         token = f"boom-{self.new_name('x')}"
-        if programs and data.draw(st.booleans(), label="kernel fault"):
+        if bool(programs) and data.draw(st.booleans(), label="kernel fault"):
             symbol = self.symbol(data.draw(st.sampled_from(programs), label="program"), "fail_with",
                                  SymbolKind.KERNEL)
             assert symbol is not None
