@@ -196,7 +196,9 @@ def test_an_init_without_the_amdgpu_platform_never_calls_hip(
         monkeypatch: pytest.MonkeyPatch, platforms: list[PlatformBackend]) -> None:
     standin.install(monkeypatch)
     try:
-        api.olInit(platforms=platforms)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OffloadWarning)  # CUDA, asked for, is missing here: not the point
+            api.olInit(platforms=platforms)
         try:
             assert Runtime().gpus == []
             assert "amdgpu" not in unavailable()
