@@ -337,3 +337,21 @@ def test_parked_thread_count_is_bounded_after_free_markers(host) -> None:
         assert threading.active_count() == before
     api.olSyncQueue(queue)
     api.olDestroyQueue(queue)
+
+
+def test_freeing_memory_drops_the_registrations_made_inside_it(host) -> None:
+    base = api.olMemAlloc(host, AllocType.HOST, 8192)
+    assert api.olMemRegister(host, base + 4096, 1024) == base + 4096
+    api.olMemFree(base)
+    # the range is no longer registered: unregistering it is an error, registering anew is fine
+    expect_error(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, host, base + 4096)
+    buffer = ctypes.create_string_buffer(8192)
+    address = ctypes.addressof(buffer)
+    assert api.olMemRegister(host, address, 8192) == address
+    api.olMemUnregister(host, address)
+
+
+def test_enum_arguments_must_be_integers(host) -> None:
+    expect_error(ErrorCode.INVALID_ENUMERATION, api.olMemAlloc, host, 1.0, 64)
+    expect_error(ErrorCode.INVALID_ENUMERATION, api.olGetDeviceInfo, host, 2.0)
+    api.olMemFree(api.olMemAlloc(host, True, 64))  # a bool is an int (DEVICE), as in C

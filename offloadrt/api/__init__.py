@@ -1,7 +1,7 @@
 """The ``ol*`` entry points of liboffload's Offload API, one Python function each.
 
-Outputs are returned, failures raise :class:`offloadrt.OffloadError`; see the project's API
-contract for the mapping from C. Every function but ``olInit`` raises ``UNINITIALIZED``
+Outputs are returned, failures raise :class:`offloadrt.OffloadError`; see docs/api.md in offloadrt's
+repository for the mapping from C. Every function but ``olInit`` raises ``UNINITIALIZED``
 before ``olInit`` and after the last ``olShutDown``.
 """
 

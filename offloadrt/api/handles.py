@@ -246,9 +246,9 @@ E = TypeVar("E", bound=IntEnum)
 
 
 def enum_value(cls: type[E], value: object, what: str) -> E:
-    """``value`` as a member of ``cls``; anything else is ``INVALID_ENUMERATION``."""
+    """``value`` as a member of ``cls``; anything else (a float too) is ``INVALID_ENUMERATION``."""
     try:
-        return cls(value)  # type: ignore[arg-type]
+        return cls(operator.index(value))  # type: ignore[arg-type]
     except (ValueError, TypeError):
         raise OffloadError(ErrorCode.INVALID_ENUMERATION, f"{what} {value!r} is not a valid {cls.__name__}") from None
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from ..errors import ErrorCode, OffloadError
+from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import MEM_INFO_KINDS, AllocType, MemInfo
 from ._info import value_size
 from ._state import Allocation, Context, entry_point, shut_down_meanwhile
@@ -38,6 +39,12 @@ def olMemFree(ctx: Context, address: int) -> None:
     gdev = alloc.device._gdev
     if gdev is None:
         raise OffloadError(ErrorCode.INVALID_DEVICE, "the allocation's device was shut down")
+    for device in ctx.devices:  # registrations the user left inside it go first: nothing stays pinned
+        owner = device._gdev
+        if owner is not None:
+            for error in owner.forget_registrations_in(alloc.base, alloc.size):
+                warnings.warn(f"offloadrt: olMemFree: unregistering host memory inside the allocation failed: "
+                              f"{error}", OffloadWarning, stacklevel=3)
     try:
         gdev.data_delete(alloc.base, alloc.kind)
     except OffloadError:

@@ -58,13 +58,15 @@ def fill(ptr: int, pattern: bytes, size: int) -> None:
     if width == 1:
         _memset(ptr, pattern[0], size)
         return
-    filled = min(width, size)
-    _memmove(ptr, pattern, filled)
-    step_limit = max(width, FILL_CHUNK // width * width)
+    # Copy from a private buffer of whole patterns, never from the destination itself: work on
+    # another queue racing the fill's first bytes then cannot spread into the rest of it.
+    chunk = pattern * max(1, min(size, FILL_CHUNK) // width)
+    step = len(chunk)
+    filled = 0
     while filled < size:
-        step = min(filled, step_limit, size - filled)
-        _memmove(ptr + filled, ptr, step)
-        filled += step
+        count = min(step, size - filled)
+        _memmove(ptr + filled, chunk, count)
+        filled += count
 
 
 def _fill_item(arg: tuple[int, bytes, int]) -> None:

@@ -130,6 +130,19 @@ class GenericDevice(ABC):
         if kind is AllocType.HOST and self.host_allocations_pinned:
             self.registrations.remove_owned(ptr)
 
+    def forget_registrations_in(self, base: int, size: int) -> list[OffloadError]:
+        """Unlock every registration made inside ``[base, base + size)``, memory about to be freed
+        (so it is not freed while page-locked, nor its range kept registered); return the errors."""
+        errors: list[OffloadError] = []
+        if not len(self.registrations):
+            return errors
+        for entry in self.registrations.take_inside(base, size):
+            try:
+                self._data_unlock_impl(entry.base)
+            except OffloadError as exc:
+                errors.append(exc)
+        return errors
+
     def data_lock(self, ptr: int, size: int) -> int:
         """Register (page-lock) ``size`` bytes of host memory at ``ptr``; the address the device uses.
 

@@ -108,6 +108,21 @@ class RegistrationMap:
             if entry is not None and entry.external:
                 self._erase(entry)
 
+    def take_inside(self, base: int, size: int) -> list[Registration]:
+        """Forget the user registrations that lie in ``[base, base + size)`` (memory being freed);
+        return them, to be unlocked."""
+        with self.lock:
+            index = bisect.bisect_left(self._bases, base)
+            inside = []
+            while index < len(self._bases) and self._bases[index] < base + size:
+                entry = self._by_base[self._bases[index]]
+                index += 1
+                if not entry.external and entry.end <= base + size:
+                    inside.append(entry)
+            for entry in inside:
+                self._erase(entry)
+            return inside
+
     def drain(self) -> list[Registration]:
         """Forget every range; return those the backend pinned for users (to unlock them)."""
         with self.lock:
