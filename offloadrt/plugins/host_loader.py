@@ -1,26 +1,54 @@
-"""Host programs: ELF checks, the exported symbol table, and loading through memfd + dlopen.
+"""Host programs: the image checks, the exported symbol table, and loading through memfd + dlopen.
 
-An image is loaded from an anonymous in-memory file, so the caller's buffer is never touched
-and the same bytes can be loaded twice as two independent libraries.
+No byte string may crash or hang this process, so an image passes two checks before the first
+``dlopen`` here:
+
+1. :func:`check_image`, a structural check of everything the dynamic loader reads (``host_elf``,
+   ``host_elf_dynamic``): a few hundred microseconds, and it rejects most malformed images;
+2. a test load in a separate, short-lived process (``host_probe``): the image is loaded and
+   unloaded there first, and a crash, an abnormal exit, a loader inconsistency or a timeout there
+   makes it ``INVALID_BINARY`` here.
+
+Both answers are remembered by the image's SHA-256 for the life of the process (failures too,
+except those that may depend on the moment: a loader error such as a missing library, a
+timeout), so loading the same bytes again costs a hash and a dictionary lookup.
+
+An image is loaded from an anonymous in-memory file (the same sealed file the test process
+loaded), so the caller's buffer is never touched and the same bytes can be loaded twice as two
+independent libraries.
 """
 
 from __future__ import annotations
 
 import _ctypes
 import ctypes
-import io
+import fcntl
+import hashlib
 import os
 import struct
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 
 from ..errors import ErrorCode, OffloadError
+from . import host_probe
+from .host_elf import (
+    ELF_MAGIC,
+    ET_DYN,
+    MACHINE_NAMES,
+    ElfImage,
+    check_header,
+    check_memory_segments,
+    check_section_placement,
+    machine_name,
+    read_sections,
+    read_segments,
+)
+from .host_elf_dynamic import ElfSymbol, check_dynamic
 
-ELF_MAGIC = b"\x7fELF"
-ET_DYN = 3
-MACHINE_NAMES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S390", 40: "ARM", 62: "x86-64",
-                 183: "AArch64", 190: "CUDA", 224: "AMDGPU", 243: "RISC-V", 258: "LoongArch"}
+__all__ = ["ELF_MAGIC", "ET_DYN", "MACHINE_NAMES", "ElfSymbol", "check_image", "dlclose", "dlopen_image",
+           "is_loadable", "machine_name", "read_symbols"]
 
 
 def _host_elf_header() -> tuple[int, int, int]:
@@ -33,147 +61,82 @@ def _host_elf_header() -> tuple[int, int, int]:
 
 
 HOST_CLASS, HOST_DATA, HOST_MACHINE = _host_elf_header()
+RECORD_LIMIT = 4096  # images remembered per process; the oldest is forgotten first
 
 
-def machine_name(machine: int) -> str:
-    return MACHINE_NAMES.get(machine, f"e_machine {machine}")
+@dataclass
+class _Record:
+    """What this process knows about one image (by content)."""
+
+    symbols: dict[str, ElfSymbol] | None  # None: the structural check rejected it
+    reason: str = ""  # why it cannot be loaded, once known
+    verified: bool = False  # a test process loaded and unloaded it cleanly
+
+
+_records: dict[bytes, _Record] = {}
+_records_lock = threading.Lock()  # guards _records
+_last_digest = threading.local()  # this thread's last (image, digest): one load hashes its image once
 
 
 def check_image(image: bytes) -> None:
-    """Raise ``INVALID_BINARY`` unless ``image`` is an ELF shared object for this host."""
-    if len(image) < 64 or image[:4] != ELF_MAGIC:
-        raise OffloadError(ErrorCode.INVALID_BINARY, "not an ELF image (bad magic or too short)")
-    if image[4] != HOST_CLASS or image[5] != HOST_DATA:
-        raise OffloadError(ErrorCode.INVALID_BINARY,
-                           f"ELF class/encoding {image[4]}/{image[5]} does not match "
-                           f"the host's {HOST_CLASS}/{HOST_DATA}")
-    endian = "<" if image[5] == 1 else ">"
-    e_type, e_machine = struct.unpack_from(endian + "HH", image, 16)
-    if e_machine != HOST_MACHINE:
-        raise OffloadError(ErrorCode.INVALID_BINARY,
-                           f"image is built for {machine_name(e_machine)}, the host is {machine_name(HOST_MACHINE)}")
-    if e_type != ET_DYN:
-        raise OffloadError(ErrorCode.INVALID_BINARY,
-                           f"image is not a shared object (ELF type {e_type}); build it with `cc -shared -fPIC`")
-    _check_extents(image, endian)
-
-
-def _check_extents(image: bytes, endian: str) -> None:
-    """Every table and loadable segment the header names must lie inside the image.
-
-    The dynamic loader maps segments straight from the file: one that runs past the end of a
-    truncated image would fault (SIGBUS) on first touch instead of failing cleanly.
-    """
-    size = len(image)
-    wide = image[4] == 2
-    if wide:
-        phoff, shoff = struct.unpack_from(endian + "QQ", image, 0x20)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", image, 0x36)
-        segment = endian + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
-    else:
-        phoff, shoff = struct.unpack_from(endian + "II", image, 0x1C)
-        phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", image, 0x2A)
-        segment = endian + "IIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz
-    if phnum == 0 or phoff + phnum * phentsize > size or phentsize < struct.calcsize(segment):
-        raise OffloadError(ErrorCode.INVALID_BINARY, "truncated or missing program header table")
-    if shnum and shoff + shnum * shentsize > size:
-        raise OffloadError(ErrorCode.INVALID_BINARY, "truncated section header table")
-    for index in range(phnum):
-        fields = struct.unpack_from(segment, image, phoff + index * phentsize)
-        p_type = fields[0]
-        offset, filesz = (fields[2], fields[5]) if wide else (fields[1], fields[4])
-        if p_type == 1 and offset + filesz > size:  # PT_LOAD
-            raise OffloadError(ErrorCode.INVALID_BINARY,
-                               f"truncated image: loadable segment {index} ends at byte {offset + filesz}, "
-                               f"the image has {size}")
-
-
-@dataclass(frozen=True)
-class ElfSymbol:
-    name: str
-    kind: str  # "function" or "object"
-    size: int
+    """Raise ``INVALID_BINARY``, with the reason, unless ``image`` is a well-formed ELF shared object
+    for this host: every header, segment, section, dynamic-table entry, relocation and symbol the
+    dynamic loader uses lies inside the file and agrees with the rest."""
+    _checked(image)
 
 
 def read_symbols(image: bytes) -> dict[str, ElfSymbol]:
-    """The defined, exported functions and data objects of a shared object's dynamic symbol table."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+    """The defined, exported functions and data objects of the image's dynamic symbol table.
 
-    try:
-        elf = ELFFile(io.BytesIO(image))
-        table = elf.get_section_by_name(".dynsym")
-        symbols: dict[str, ElfSymbol] = {}
-        if not isinstance(table, SymbolTableSection):
-            return symbols
-        for sym in table.iter_symbols():
-            info = sym["st_info"]
-            if sym["st_shndx"] == "SHN_UNDEF" or info["bind"] not in ("STB_GLOBAL", "STB_WEAK"):
-                continue
-            if sym["st_other"]["visibility"] not in ("STV_DEFAULT", "STV_PROTECTED"):
-                continue
-            if info["type"] in ("STT_FUNC", "STT_GNU_IFUNC"):
-                kind = "function"
-            elif info["type"] == "STT_OBJECT":
-                kind = "object"
-            else:
-                continue
-            symbols[sym.name] = ElfSymbol(sym.name, kind, int(sym["st_size"]))
-        return symbols
-    except (ELFError, ValueError, struct.error) as exc:
-        raise OffloadError(ErrorCode.INVALID_BINARY, f"malformed ELF image: {exc}") from exc
+    Raises only ``OffloadError`` (``INVALID_BINARY`` for a malformed image)."""
+    symbols = _checked(image)[0].symbols
+    assert symbols is not None
+    return dict(symbols)
 
 
 def is_loadable(image: bytes) -> bool:
-    """Whether :func:`dlopen_image` would load ``image`` (never loads it into this process)."""
+    """Whether :func:`dlopen_image` would load ``image``: the structural check and a test load in a
+    separate process (remembered); never loads it into this process."""
     try:
-        check_image(image)
-        read_symbols(image)
+        record, _ = _checked(image)
+        if not record.verified:
+            fd = _sealed_file(image)
+            try:
+                _verify(record, fd)
+            finally:
+                os.close(fd)
     except OffloadError:
         return False
+    finally:
+        _last_digest.image = None
     return True
 
 
 def dlopen_image(image: bytes) -> ctypes.CDLL:
-    """Load ``image`` as a new, private library (``RTLD_LOCAL | RTLD_NOW``).
+    """Load ``image`` as a new, private library (``RTLD_LOCAL | RTLD_NOW``) once it passed the
+    structural check and a test load in a separate process (both remembered by content).
 
-    The memfd stays open until :func:`dlclose`: the loader matches libraries by path, so a
-    path that another loaded program could reuse (a closed fd number) would hand back that
-    program instead of loading this one.
+    Raises only ``OffloadError``. The memfd stays open until :func:`dlclose`: the loader matches
+    libraries by path, so a path that another loaded program could reuse (a closed fd number)
+    would hand back that program instead of loading this one.
     """
-    mode = os.RTLD_LOCAL | os.RTLD_NOW
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("offloadrt-program", os.MFD_CLOEXEC)
-        try:
-            _write_all(fd, image)
-            lib = _dlopen(f"/proc/self/fd/{fd}", mode)
-        except BaseException:
-            os.close(fd)
-            raise
-        _OPEN_FDS[lib._handle] = fd  # type: ignore[attr-defined]
-        return lib
-    with tempfile.NamedTemporaryFile(prefix="offloadrt-program-", suffix=".so") as tmp:
-        tmp.write(image)
-        tmp.flush()
-        return _dlopen(tmp.name, mode)
+    try:
+        record, _ = _checked(image)
+        fd = _sealed_file(image)
+    finally:
+        _last_digest.image = None
+    try:
+        if not record.verified:
+            _verify(record, fd)
+        lib = _dlopen(f"/proc/self/fd/{fd}", os.RTLD_LOCAL | os.RTLD_NOW)
+    except BaseException:
+        os.close(fd)
+        raise
+    _OPEN_FDS[lib._handle] = fd  # type: ignore[attr-defined]
+    return lib
 
 
 _OPEN_FDS: dict[int, int] = {}  # library handle -> the memfd it was loaded from
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _dlopen(path: str, mode: int) -> ctypes.CDLL:
-    try:
-        return ctypes.CDLL(path, mode=mode)
-    except OSError as exc:
-        raise OffloadError(ErrorCode.INVALID_BINARY, f"the dynamic loader rejected the image: {exc}") from exc
 
 
 def dlclose(lib: ctypes.CDLL) -> None:
@@ -183,3 +146,94 @@ def dlclose(lib: ctypes.CDLL) -> None:
     fd = _OPEN_FDS.pop(handle, None)
     if fd is not None:
         os.close(fd)
+
+
+def _checked(image: bytes) -> tuple[_Record, bytes]:
+    """The record of ``image``, checking its structure the first time; raises if it failed."""
+    digest = _digest(image)
+    with _records_lock:
+        record = _records.get(digest)
+    if record is None:
+        try:
+            record = _Record(_check_structure(bytes(image)))
+        except OffloadError as exc:
+            record = _Record(None, exc.details)
+        with _records_lock:
+            record = _records.setdefault(digest, record)
+            if len(_records) > RECORD_LIMIT:
+                del _records[next(iter(_records))]
+    if record.symbols is None:
+        raise OffloadError(ErrorCode.INVALID_BINARY, record.reason)
+    return record, digest
+
+
+def _check_structure(image: bytes) -> dict[str, ElfSymbol]:
+    """Run the structural checks; return the exported symbols. Raises only ``OffloadError``."""
+    try:
+        layout, header = check_header(image, (HOST_CLASS, HOST_DATA, HOST_MACHINE))
+        segments = read_segments(image, layout, header)
+        sections = read_sections(image, layout, header)
+        elf = ElfImage(image, layout, header[2], segments, sections)
+        dynamic = check_memory_segments(elf, header)
+        check_section_placement(elf)
+        return check_dynamic(elf, dynamic)
+    except OffloadError:
+        raise
+    except Exception as exc:  # a field combination the checks did not foresee is still bad input
+        raise OffloadError(ErrorCode.INVALID_BINARY,
+                           f"malformed ELF image ({type(exc).__name__}: {exc})") from exc
+
+
+def _digest(image: bytes) -> bytes:
+    if type(image) is bytes and getattr(_last_digest, "image", None) is image:
+        return _last_digest.digest  # type: ignore[no-any-return]
+    digest = hashlib.sha256(image).digest()
+    if type(image) is bytes:  # immutable: the digest stays right while we hold the same object
+        _last_digest.image, _last_digest.digest = image, digest
+    return digest
+
+
+def _verify(record: _Record, fd: int) -> None:
+    """Test-load the image in ``fd`` in a separate process unless this record failed or passed before."""
+    if record.reason:
+        raise OffloadError(ErrorCode.INVALID_BINARY, record.reason)
+    verdict = host_probe.verify(fd)
+    if verdict.loaded:
+        record.verified = True
+        return
+    if verdict.final:
+        record.reason = verdict.reason
+    raise OffloadError(ErrorCode.INVALID_BINARY, verdict.reason)
+
+
+def _sealed_file(image: bytes) -> int:
+    """An anonymous file holding ``image`` that nobody can change (the test process loads the same one)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("offloadrt-program", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    else:
+        fd, path = tempfile.mkstemp(prefix="offloadrt-program-", suffix=".so")
+        os.unlink(path)
+    try:
+        view = memoryview(image)
+        while view:
+            view = view[os.write(fd, view):]
+        if hasattr(fcntl, "F_ADD_SEALS"):
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_WRITE)
+    except OSError as exc:
+        os.close(fd)
+        raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"cannot write the image to a memory file: {exc}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _dlopen(path: str, mode: int) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(path, mode=mode)
+    except OSError as exc:
+        raise OffloadError(ErrorCode.INVALID_BINARY, f"the dynamic loader rejected the image: {exc}") from None
+    except UnicodeDecodeError as exc:  # the loader's message holds bytes that are not UTF-8 (a library name)
+        message = bytes(exc.object).decode("utf-8", "replace")
+        raise OffloadError(ErrorCode.INVALID_BINARY, f"the dynamic loader rejected the image: {message}") from None

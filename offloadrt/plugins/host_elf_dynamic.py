@@ -1,0 +1,522 @@
+"""The structural check of a host image's dynamic table and of everything it points to.
+
+What the dynamic loader reads through ``PT_DYNAMIC``, checked the way it reads it: the table is
+terminated and names each single-valued tag once; every table it points to (strings, symbols,
+hash tables, symbol versions, relocations, init/fini arrays) lies in the file contents of a
+loadable segment, with the right entry size and alignment; strings are NUL-terminated inside
+``DT_STRSZ``; hash chains stay inside the symbol table and end; version indices stay inside the
+version table the loader builds; every relocation has a known type, a symbol index below the
+symbol count and a target inside a writable segment (any segment with ``DT_TEXTREL``) that is not
+one of those tables; code addresses the loader calls (``DT_INIT``, ``DT_FINI``, IFUNC resolvers)
+lie in executable segments; and the section view of the symbol table equals the loader's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass
+
+from .host_elf import PF_W, PF_X, PT_TLS, SHT_DYNAMIC, SHT_DYNSYM, ElfImage, Segment, invalid
+
+DT_NULL, DT_NEEDED, DT_PLTRELSZ, DT_PLTGOT, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 2, 3, 4, 5, 6
+DT_RELA, DT_RELASZ, DT_RELAENT, DT_STRSZ, DT_SYMENT, DT_INIT, DT_FINI = 7, 8, 9, 10, 11, 12, 13
+DT_SONAME, DT_RPATH, DT_REL, DT_RELSZ, DT_RELENT, DT_PLTREL, DT_TEXTREL, DT_JMPREL = 14, 15, 17, 18, 19, 20, 22, 23
+DT_INIT_ARRAY, DT_FINI_ARRAY, DT_INIT_ARRAYSZ, DT_FINI_ARRAYSZ, DT_RUNPATH, DT_FLAGS = 25, 26, 27, 28, 29, 30
+DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ, DT_RELRSZ, DT_RELR, DT_RELRENT = 32, 33, 35, 36, 37
+DT_GNU_HASH, DT_TLSDESC_PLT, DT_TLSDESC_GOT = 0x6FFFFEF5, 0x6FFFFEF6, 0x6FFFFEF7
+DT_CONFIG, DT_DEPAUDIT, DT_AUDIT = 0x6FFFFEFA, 0x6FFFFEFB, 0x6FFFFEFC
+DT_VERSYM, DT_RELACOUNT, DT_RELCOUNT, DT_FLAGS_1 = 0x6FFFFFF0, 0x6FFFFFF9, 0x6FFFFFFA, 0x6FFFFFFB
+DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+DT_AUXILIARY, DT_FILTER = 0x7FFFFFFD, 0x7FFFFFFF
+DF_TEXTREL = 0x4
+DF_1_NOOPEN, DF_1_PIE = 0x40, 0x08000000
+
+TAG_NAMES = {value: name for name, value in globals().items() if name.startswith("DT_")}
+MULTI_VALUED = {DT_NEEDED, DT_AUXILIARY, DT_FILTER}
+STRING_TAGS = {DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_AUXILIARY, DT_FILTER, DT_CONFIG, DT_DEPAUDIT,
+               DT_AUDIT}
+ARRAYS = ((DT_INIT_ARRAY, DT_INIT_ARRAYSZ), (DT_FINI_ARRAY, DT_FINI_ARRAYSZ), (DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ))
+
+STB_GLOBAL, STB_WEAK = 1, 2
+STT_OBJECT, STT_FUNC, STT_TLS, STT_GNU_IFUNC = 1, 2, 6, 10
+STV_DEFAULT, STV_PROTECTED = 0, 3
+SHN_ABS, SHN_COMMON, SHN_LORESERVE = 0xFFF1, 0xFFF2, 0xFF00
+EM_MIPS, EM_PPC64, EM_X86_64, EM_AARCH64 = 8, 21, 62, 183
+# Machines whose loader ignores DT_REL: their images carry DT_RELA only.
+RELA_ONLY = {EM_X86_64, EM_AARCH64, EM_PPC64, 22, 243, 258}
+# Relocation types glibc applies, with the bytes each writes at r_offset (0: writes nothing).
+RELOCATION_WIDTHS = {
+    EM_X86_64: {0: 0, 1: 8, 2: 4, 6: 8, 7: 8, 8: 8, 10: 4, 16: 8, 17: 8, 18: 8, 32: 4, 33: 8, 36: 16, 37: 8, 38: 8},
+    EM_AARCH64: {0: 0, 257: 8, 1025: 8, 1026: 8, 1027: 8, 1028: 8, 1029: 8, 1030: 8, 1031: 16, 1032: 8},
+}
+RELATIVE_TYPES = {EM_X86_64: {8, 38}, EM_AARCH64: {1027}}
+IRELATIVE_TYPE = {EM_X86_64: 37, EM_AARCH64: 1032}
+COPY_TYPE = {EM_X86_64: 5, EM_AARCH64: 1024}
+
+
+@dataclass(frozen=True)
+class ElfSymbol:
+    name: str
+    kind: str  # "function" or "object"
+    size: int
+
+
+class _Strings:
+    """The dynamic string table (``DT_STRTAB``/``DT_STRSZ``)."""
+
+    def __init__(self, image: ElfImage, address: int, size: int):
+        if size == 0:
+            raise invalid("DT_STRSZ is 0")
+        self.offset = image.file_offset(address, size, "the dynamic string table (DT_STRTAB)")
+        if image.data[self.offset + size - 1] != 0:
+            raise invalid("the dynamic string table (DT_STRTAB) does not end with a NUL byte")
+        self.data = image.data
+        self.size = size
+
+    def at(self, index: int, what: str) -> bytes:
+        if index >= self.size:
+            raise invalid(f"{what}: string offset {index:#x} is outside the dynamic string table "
+                          f"({self.size:#x} bytes)")
+        start = self.offset + index
+        return self.data[start:self.data.index(b"\0", start)]
+
+
+def check_dynamic(image: ElfImage, dynamic: Segment) -> dict[str, ElfSymbol]:
+    """Check the dynamic table at ``dynamic`` and all it points to; return the exported symbols."""
+    tags, needed = _read_tags(image, dynamic)
+    for tag in (DT_STRTAB, DT_STRSZ, DT_SYMTAB):
+        if tag not in tags:
+            raise invalid(f"the dynamic table has no {TAG_NAMES[tag]}")
+    flags_1 = tags.get(DT_FLAGS_1, 0)
+    if flags_1 & DF_1_PIE:
+        raise invalid("the image is a position-independent executable (DF_1_PIE), not a shared object")
+    if flags_1 & DF_1_NOOPEN:
+        raise invalid("the image says it must not be loaded with dlopen (DF_1_NOOPEN)")
+    strings = _Strings(image, tags[DT_STRTAB], tags[DT_STRSZ])
+    needed_names = {strings.at(value, "DT_NEEDED") for value in needed}
+    for tag, value in tags.items():
+        if tag in STRING_TAGS:
+            strings.at(value, TAG_NAMES[tag])
+    layout = image.layout
+    if tags.get(DT_SYMENT, layout.sym.size) != layout.sym.size:
+        raise invalid(f"DT_SYMENT is {tags[DT_SYMENT]}, a symbol of this class has {layout.sym.size} bytes")
+    protected = _Ranges()
+    protected.add(dynamic.vaddr, dynamic.filesz)
+    protected.add(tags[DT_STRTAB], tags[DT_STRSZ])
+    count = _symbol_count(image, tags, protected)
+    symtab = tags[DT_SYMTAB]
+    if symtab % layout.word:
+        raise invalid(f"the dynamic symbol table (DT_SYMTAB) at {symtab:#x} is misaligned")
+    symbols_offset = image.file_offset(symtab, count * layout.sym.size, "the dynamic symbol table (DT_SYMTAB)")
+    protected.add(symtab, count * layout.sym.size)
+    _check_versions(image, tags, strings, needed_names, count, protected)
+    _check_code_and_arrays(image, tags)
+    _check_relocations(image, tags, count, protected)
+    _check_sections(image, dynamic, tags, count)
+    return _symbols(image, symbols_offset, count, strings)
+
+
+def _read_tags(image: ElfImage, dynamic: Segment) -> tuple[dict[int, int], list[int]]:
+    """The dynamic entries up to DT_NULL: single-valued tags by tag, and the DT_NEEDED values."""
+    data = image.data
+    tags: dict[int, int] = {}
+    needed: list[int] = []
+    for tag, value in image.layout.dyn.iter_unpack(data[dynamic.offset:dynamic.offset + dynamic.filesz]):
+        if tag == DT_NULL:
+            return tags, needed
+        if tag == DT_NEEDED:
+            needed.append(value)
+        elif tag in MULTI_VALUED:
+            continue
+        elif tag in tags:
+            raise invalid(f"the dynamic table has more than one {TAG_NAMES.get(tag, hex(tag))} entry")
+        else:
+            tags[tag] = value
+    raise invalid("the dynamic table has no DT_NULL terminator inside PT_DYNAMIC")
+
+
+class _Ranges:
+    """Address ranges the loader reads as tables: no relocation may write into them."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        self._merged: list[tuple[int, int]] | None = None
+
+    def add(self, start: int, size: int) -> None:
+        if size:
+            self.ranges.append((start, start + size))
+            self._merged = None
+
+    def overlaps(self, start: int, end: int) -> bool:
+        if self._merged is None:
+            merged: list[tuple[int, int]] = []
+            for low, high in sorted(self.ranges):
+                if merged and low <= merged[-1][1]:
+                    merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+                else:
+                    merged.append((low, high))
+            self._merged = merged
+            self._starts = [low for low, _ in merged]
+        index = bisect.bisect_left(self._starts, end) - 1
+        return index >= 0 and self._merged[index][1] > start
+
+
+def _symbol_count(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> int:
+    """The number of dynamic symbols, from the hash tables (the loader has no other source)."""
+    counts = []
+    if DT_HASH in tags:
+        counts.append(_sysv_hash_count(image, tags[DT_HASH], protected))
+    if DT_GNU_HASH in tags:
+        counts.append(_gnu_hash_count(image, tags[DT_GNU_HASH], protected))
+    if not counts:
+        raise invalid("the dynamic table has neither DT_HASH nor DT_GNU_HASH: no symbol can be looked up")
+    if len(counts) == 2 and counts[0] != counts[1]:
+        raise invalid(f"DT_HASH counts {counts[0]} symbols, DT_GNU_HASH {counts[1]}")
+    if counts[0] == 0:
+        raise invalid("the dynamic symbol table is empty (not even the null symbol)")
+    return counts[0]
+
+
+def _sysv_hash_count(image: ElfImage, address: int, protected: _Ranges) -> int:
+    if address % 4:
+        raise invalid(f"DT_HASH at {address:#x} is misaligned")
+    u32 = image.layout.u32
+    offset = image.file_offset(address, 8, "the DT_HASH header")
+    nbucket, nchain = u32.unpack_from(image.data, offset)[0], u32.unpack_from(image.data, offset + 4)[0]
+    if nbucket == 0:
+        raise invalid("DT_HASH has no buckets")
+    size = 4 * (2 + nbucket + nchain)
+    offset = image.file_offset(address, size, "the DT_HASH table")
+    protected.add(address, size)
+    values = array("I", image.data[offset + 8:offset + size])
+    buckets, chains = values[:nbucket], values[nbucket:]
+    if max(values) >= nchain:
+        raise invalid(f"DT_HASH: a bucket or chain entry is not below the symbol count {nchain}")
+    seen = bytearray(nchain)
+    for start in buckets:
+        index = start
+        while index:
+            if seen[index]:
+                raise invalid(f"DT_HASH: the chains loop or share symbol {index}")
+            seen[index] = 1
+            index = chains[index]
+    return nchain
+
+
+def _gnu_hash_count(image: ElfImage, address: int, protected: _Ranges) -> int:
+    word = image.layout.word
+    if address % word:
+        raise invalid(f"DT_GNU_HASH at {address:#x} is misaligned")
+    u32 = image.layout.u32
+    offset = image.file_offset(address, 16, "the DT_GNU_HASH header")
+    nbuckets, symoffset, bloom_size, bloom_shift = (u32.unpack_from(image.data, offset + 4 * i)[0] for i in range(4))
+    if nbuckets == 0 or bloom_size == 0 or bloom_size & (bloom_size - 1) or bloom_shift >= 32:
+        raise invalid(f"DT_GNU_HASH: {nbuckets} buckets, bloom filter of {bloom_size} words shifted by "
+                      f"{bloom_shift} (need buckets, a power-of-two filter and a shift below 32)")
+    buckets_at = 16 + bloom_size * word
+    chains_at = buckets_at + 4 * nbuckets
+    offset = image.file_offset(address, chains_at, "the DT_GNU_HASH table")
+    buckets = array("I", image.data[offset + buckets_at:offset + chains_at])
+    top = max(buckets)
+    count = symoffset
+    if top:
+        if min(b for b in buckets if b) < symoffset:
+            raise invalid(f"DT_GNU_HASH: a bucket points below the first hashed symbol {symoffset}")
+        # Chains run forward from each bucket to an entry with bit 0 set; the last chain ends the table.
+        start = image.file_offset(address + chains_at, 0, "the DT_GNU_HASH chains")
+        available = _file_bytes_from(image, address + chains_at)
+        index = top
+        while True:
+            position = 4 * (index - symoffset)
+            if position + 4 > available:
+                raise invalid("DT_GNU_HASH: a hash chain runs past its segment without ending")
+            if u32.unpack_from(image.data, start + position)[0] & 1:
+                break
+            index += 1
+        count = index + 1
+    protected.add(address, chains_at + 4 * max(0, count - symoffset))
+    return count
+
+
+def _file_bytes_from(image: ElfImage, address: int) -> int:
+    load = image.segment_of(address)
+    assert load is not None  # the caller checked it with file_offset
+    return load.vaddr + load.filesz - address
+
+
+def _check_versions(image: ElfImage, tags: dict[int, int], strings: _Strings, needed: set[bytes], count: int,
+                    protected: _Ranges) -> None:
+    """Symbol versions: the chains the loader walks, and version indices inside the table it builds."""
+    high = 0
+    if DT_VERNEED in tags:
+        high = max(high, _walk_versions(image, tags[DT_VERNEED], tags.get(DT_VERNEEDNUM), strings, needed, protected))
+    if DT_VERDEF in tags:
+        high = max(high, _walk_versions(image, tags[DT_VERDEF], tags.get(DT_VERDEFNUM), strings, None, protected))
+    if DT_VERSYM not in tags:
+        return
+    address = tags[DT_VERSYM]
+    if address % 2:
+        raise invalid(f"DT_VERSYM at {address:#x} is misaligned")
+    if high == 0:
+        raise invalid("DT_VERSYM without DT_VERDEF or DT_VERNEED entries that define version indices")
+    offset = image.file_offset(address, 2 * count, "the symbol version table (DT_VERSYM)")
+    protected.add(address, 2 * count)
+    indices = array("H", image.data[offset:offset + 2 * count])
+    worst = max(value & 0x7FFF for value in indices)
+    if worst > high:
+        raise invalid(f"DT_VERSYM: version index {worst} is not defined (the highest is {high})")
+
+
+def _walk_versions(image: ElfImage, address: int, expected: int | None, strings: _Strings,
+                   needed: set[bytes] | None, protected: _Ranges) -> int:
+    """Walk the DT_VERNEED (``needed`` given) or DT_VERDEF chain; return the highest version index."""
+    kind = "DT_VERNEED" if needed is not None else "DT_VERDEF"
+    entry_size, aux_size = (16, 16) if needed is not None else (20, 8)
+    data, u16, u32 = image.data, image.layout.u16, image.layout.u32
+    high = entries = 0
+    position, end = address, address
+    while True:
+        if position % 4:
+            raise invalid(f"a {kind} entry at {position:#x} is misaligned")
+        offset = image.file_offset(position, entry_size, f"a {kind} entry")
+        version, aux_count = u16.unpack_from(data, offset)[0], u16.unpack_from(data, offset + 2)[0]
+        if needed is not None:
+            strings_at, aux, following = (u32.unpack_from(data, offset + i)[0] for i in (4, 8, 12))
+            name = strings.at(strings_at, f"{kind} file name")
+            if name not in needed:
+                raise invalid(f"{kind} names {name!r}, which is not a DT_NEEDED library of the image")
+        else:
+            high = max(high, u16.unpack_from(data, offset + 4)[0] & 0x7FFF)
+            aux, following = u32.unpack_from(data, offset + 12)[0], u32.unpack_from(data, offset + 16)[0]
+        if version != 1 or aux_count == 0 or aux < entry_size:
+            raise invalid(f"a {kind} entry has version {version}, {aux_count} auxiliary entries at +{aux}")
+        aux_position = position + aux
+        for seen in range(1, aux_count + 1):
+            if aux_position % 4:
+                raise invalid(f"a {kind} auxiliary entry at {aux_position:#x} is misaligned")
+            aux_offset = image.file_offset(aux_position, aux_size, f"a {kind} auxiliary entry")
+            if needed is not None:
+                high = max(high, u16.unpack_from(data, aux_offset + 6)[0] & 0x7FFF)
+                name_at, step = u32.unpack_from(data, aux_offset + 8)[0], u32.unpack_from(data, aux_offset + 12)[0]
+            else:
+                name_at, step = u32.unpack_from(data, aux_offset)[0], u32.unpack_from(data, aux_offset + 4)[0]
+            strings.at(name_at, f"{kind} version name")
+            end = max(end, aux_position + aux_size)
+            if (step == 0) != (seen == aux_count) or (step and step < aux_size):
+                raise invalid(f"a {kind} entry's auxiliary chain does not have its {aux_count} entries")
+            aux_position += step
+        entries += 1
+        end = max(end, position + entry_size)
+        if following == 0:
+            break
+        if following < entry_size or (expected is not None and entries >= expected):
+            raise invalid(f"the {kind} chain has a bad link or more entries than its count says")
+        position += following
+    if expected is not None and entries != expected:
+        raise invalid(f"the {kind} chain has {entries} entries, its count says {expected}")
+    protected.add(address, end - address)
+    return high
+
+
+def _check_code_and_arrays(image: ElfImage, tags: dict[int, int]) -> None:
+    """Addresses the loader calls, and the arrays of them it walks, lie where they must."""
+    word = image.layout.word
+    for tag in (DT_INIT, DT_FINI):
+        if tag in tags:
+            image.file_offset(tags[tag], 1, TAG_NAMES[tag], PF_X)
+    for array_tag, size_tag in ARRAYS:
+        if (array_tag in tags) != (size_tag in tags):
+            raise invalid(f"{TAG_NAMES[array_tag]} and {TAG_NAMES[size_tag]} must come together")
+        if array_tag in tags:
+            address, size = tags[array_tag], tags[size_tag]
+            if address % word or size % word:
+                raise invalid(f"{TAG_NAMES[array_tag]} at {address:#x} of {size} bytes is not an array of pointers")
+            image.file_offset(address, size, TAG_NAMES[array_tag])
+    for tag, size in ((DT_PLTGOT, 3 * word), (DT_TLSDESC_PLT, 1), (DT_TLSDESC_GOT, word)):
+        if tag in tags and image.segment_of(tags[tag], size) is None:
+            raise invalid(f"{TAG_NAMES[tag]} at {tags[tag]:#x} is not inside a loadable segment")
+
+
+def _check_relocations(image: ElfImage, tags: dict[int, int], count: int, protected: _Ranges) -> None:
+    layout = image.layout
+    machine = image.machine
+    tables: list[tuple[str, int, int, bool, int]] = []  # name, address, size, rela, relative count
+    for table, size_tag, entry_tag, rela, count_tag in ((DT_RELA, DT_RELASZ, DT_RELAENT, True, DT_RELACOUNT),
+                                                        (DT_REL, DT_RELSZ, DT_RELENT, False, DT_RELCOUNT)):
+        entry = layout.rela.size if rela else layout.rel.size
+        if tags.get(entry_tag, entry) != entry:
+            raise invalid(f"{TAG_NAMES[entry_tag]} is {tags[entry_tag]}, a relocation here has {entry} bytes")
+        if table not in tags:
+            if tags.get(size_tag) or count_tag in tags:
+                raise invalid(f"{TAG_NAMES[size_tag]} or {TAG_NAMES[count_tag]} without {TAG_NAMES[table]}")
+            continue
+        if not rela and machine in RELA_ONLY:
+            raise invalid("DT_REL relocations on a machine whose loader applies DT_RELA only")
+        if size_tag not in tags or entry_tag not in tags:
+            raise invalid(f"{TAG_NAMES[table]} needs {TAG_NAMES[size_tag]} and {TAG_NAMES[entry_tag]}")
+        tables.append((TAG_NAMES[table], tags[table], tags[size_tag], rela, tags.get(count_tag, 0)))
+    plt = [tag for tag in (DT_JMPREL, DT_PLTREL, DT_PLTRELSZ) if tag in tags]
+    if plt:
+        if len(plt) != 3:
+            raise invalid("DT_JMPREL, DT_PLTREL and DT_PLTRELSZ must come together")
+        kind = tags[DT_PLTREL]
+        if kind not in (DT_RELA, DT_REL) or (kind == DT_REL and machine in RELA_ONLY):
+            raise invalid(f"DT_PLTREL is {kind}, not a relocation kind this machine's loader applies")
+        tables.append(("DT_JMPREL", tags[DT_JMPREL], tags[DT_PLTRELSZ], kind == DT_RELA, 0))
+    for name, address, size, rela, _ in tables:
+        entry = layout.rela.size if rela else layout.rel.size
+        if address % layout.word or size % entry:
+            raise invalid(f"{name} at {address:#x} of {size} bytes is not an array of {entry}-byte relocations")
+        image.file_offset(address, size, f"the relocation table {name}")
+        protected.add(address, size)
+    _check_table_overlap(tables)
+    if DT_RELR in tags or DT_RELRSZ in tags:
+        _check_relr(image, tags, protected)
+    textrel = DT_TEXTREL in tags or bool(tags.get(DT_FLAGS, 0) & DF_TEXTREL)
+    for name, address, size, rela, relative in tables:
+        _check_relocation_table(image, name, address, size, rela, relative, count, textrel, protected)
+
+
+def _check_table_overlap(tables: list[tuple[str, int, int, bool, int]]) -> None:
+    """Relocation tables are disjoint, except DT_JMPREL as the tail of DT_RELA (the loader subtracts it)."""
+    spans = [(address, address + size, name) for name, address, size, _, _ in tables if size]
+    for i, (start, end, name) in enumerate(spans):
+        for other_start, other_end, other in spans[i + 1:]:
+            if start < other_end and other_start < end:
+                tail = {name, other} == {"DT_RELA", "DT_JMPREL"} and end == other_end
+                if not tail:
+                    raise invalid(f"the relocation tables {name} and {other} overlap")
+
+
+def _check_relocation_table(image: ElfImage, name: str, address: int, size: int, rela: bool, relative: int,
+                            count: int, textrel: bool, protected: _Ranges) -> None:
+    layout = image.layout
+    machine = image.machine
+    entry = layout.rela if rela else layout.rel
+    if relative > size // entry.size:
+        raise invalid(f"{name}: {relative} relative relocations counted, the table has {size // entry.size}")
+    widths = RELOCATION_WIDTHS.get(machine)
+    relatives = RELATIVE_TYPES.get(machine, set())
+    irelative = IRELATIVE_TYPE.get(machine)
+    shift, mask = layout.r_sym_shift, layout.r_type_mask
+    offset = image.file_offset(address, size, name)
+    for index, fields in enumerate(entry.iter_unpack(image.data[offset:offset + size])):
+        r_offset, r_info = fields[0], fields[1]
+        r_type, r_sym = r_info & mask, r_info >> shift
+        if r_sym >= count:
+            raise invalid(f"{name} entry {index}: symbol index {r_sym} is not below the symbol count {count}")
+        if widths is None:
+            width = layout.word
+        else:
+            width = widths.get(r_type, -1)
+            if width < 0:
+                what = "a copy relocation (only executables may have them)" if r_type == COPY_TYPE.get(machine) \
+                    else f"unknown relocation type {r_type}"
+                raise invalid(f"{name} entry {index}: {what}")
+            if index < relative and r_type not in relatives:
+                raise invalid(f"{name} entry {index}: counted as relative, but of type {r_type}")
+        if width:
+            _check_target(image, r_offset, width, textrel, protected, f"{name} entry {index}")
+        if rela and r_type == irelative:
+            image.file_offset(fields[2], 1, f"{name} entry {index}: the IFUNC resolver", PF_X)
+
+
+def _check_target(image: ElfImage, address: int, width: int, textrel: bool, protected: _Ranges, what: str) -> None:
+    load = image.segment_of(address, width)
+    if load is None:
+        raise invalid(f"{what} writes {width} bytes at {address:#x}, outside every loadable segment")
+    if not textrel and not load.flags & PF_W:
+        raise invalid(f"{what} writes at {address:#x} in {load.describe()}, which is not writable (no DT_TEXTREL)")
+    if protected.overlaps(address, address + width):
+        raise invalid(f"{what} writes at {address:#x} into a table the dynamic loader reads")
+
+
+def _check_relr(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> None:
+    """DT_RELR: packed relative relocations (an address, then bitmaps of the words after it)."""
+    word = image.layout.word
+    if DT_RELR not in tags or DT_RELRSZ not in tags or tags.get(DT_RELRENT) != word:
+        raise invalid(f"DT_RELR needs DT_RELRSZ and DT_RELRENT of {word}")
+    address, size = tags[DT_RELR], tags[DT_RELRSZ]
+    if address % word or size % word:
+        raise invalid(f"DT_RELR at {address:#x} of {size} bytes is not an array of words")
+    offset = image.file_offset(address, size, "the relocation table DT_RELR")
+    protected.add(address, size)
+    textrel = DT_TEXTREL in tags or bool(tags.get(DT_FLAGS, 0) & DF_TEXTREL)
+    where: int | None = None
+    for index, value in enumerate(array("Q" if word == 8 else "I", image.data[offset:offset + size])):
+        what = f"DT_RELR entry {index}"
+        if not value & 1:
+            if value % word:
+                raise invalid(f"{what}: address {value:#x} is misaligned")
+            _check_target(image, value, word, textrel, protected, what)
+            where = value + word
+            continue
+        if where is None:
+            raise invalid(f"{what}: a bitmap before any address")
+        bits, slot = value >> 1, 0
+        while bits:
+            if bits & 1:
+                _check_target(image, where + slot * word, word, textrel, protected, what)
+            bits >>= 1
+            slot += 1
+        where += (8 * word - 1) * word
+
+
+def _check_sections(image: ElfImage, dynamic: Segment, tags: dict[int, int], count: int) -> None:
+    """Where section headers exist, their dynamic table and symbol table are the loader's."""
+    sections = image.sections
+    dynamic_sections = [s for s in sections if s.type == SHT_DYNAMIC]
+    symbol_sections = [s for s in sections if s.type == SHT_DYNSYM]
+    if len(dynamic_sections) > 1 or len(symbol_sections) > 1:
+        raise invalid("more than one SHT_DYNAMIC or SHT_DYNSYM section")
+    for sec in dynamic_sections:
+        if sec.addr != dynamic.vaddr or sec.offset != dynamic.offset or sec.size > dynamic.filesz:
+            raise invalid(f"section {sec.index} (SHT_DYNAMIC) is not the PT_DYNAMIC segment")
+    for sec in symbol_sections:
+        names = sections[sec.link]
+        if (sec.addr != tags[DT_SYMTAB] or sec.size // image.layout.sym.size != count
+                or names.addr != tags[DT_STRTAB] or names.size != tags[DT_STRSZ]):
+            raise invalid(f"section {sec.index} (SHT_DYNSYM) or its string table is not the table the dynamic "
+                          f"loader uses (DT_SYMTAB, DT_STRTAB, DT_STRSZ, the hash table's symbol count)")
+
+
+def _symbols(image: ElfImage, offset: int, count: int, strings: _Strings) -> dict[str, ElfSymbol]:
+    """Check every dynamic symbol; return the defined, exported functions and data objects by name."""
+    layout = image.layout
+    shnum = len(image.sections)
+    tls = next((s for s in image.segments if s.type == PT_TLS), None)
+    code_checked = image.machine != EM_PPC64  # ELFv1 function symbols point at descriptors in data
+    exported: dict[str, ElfSymbol] = {}
+    for index, fields in enumerate(layout.sym.iter_unpack(image.data[offset:offset + count * layout.sym.size])):
+        name, info, other, shndx, value, size = layout.symbol(fields)
+        if name >= strings.size:
+            raise invalid(f"dynamic symbol {index}: its name lies outside the dynamic string table")
+        if shndx == 0:
+            continue
+        if (shndx >= SHN_LORESERVE and shndx not in (SHN_ABS, SHN_COMMON)) or (shnum and shndx < SHN_LORESERVE
+                                                                                and shndx >= shnum):
+            raise invalid(f"dynamic symbol {index}: section index {shndx:#x} is not a section")
+        kind, bind = info & 0xF, info >> 4
+        if shndx < SHN_LORESERVE:
+            what = f"dynamic symbol {index}"
+            if kind in (STT_FUNC, STT_GNU_IFUNC) and code_checked:
+                image.file_offset(value, 1, f"{what} (a function)", PF_X)
+            elif kind == STT_OBJECT and image.segment_of(value, size) is None:
+                raise invalid(f"{what} (a data object of {size} bytes at {value:#x}) is not inside a loadable segment")
+            elif kind == STT_TLS and (tls is None or value + size > tls.memsz):
+                raise invalid(f"{what} (thread-local) lies outside the PT_TLS block")
+        if bind not in (STB_GLOBAL, STB_WEAK) or other & 3 not in (STV_DEFAULT, STV_PROTECTED):
+            continue
+        if kind in (STT_FUNC, STT_GNU_IFUNC):
+            symbol_kind = "function"
+        elif kind == STT_OBJECT:
+            symbol_kind = "object"
+        else:
+            continue
+        try:
+            text = strings.at(name, "symbol name").decode()
+        except UnicodeDecodeError:
+            continue  # no olGetSymbol name (UTF-8) can reach it
+        exported[text] = ElfSymbol(text, symbol_kind, size)
+    return exported
