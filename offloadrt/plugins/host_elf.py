@@ -149,6 +149,11 @@ class ElfImage:
         self.loads = [s for s in segments if s.type == PT_LOAD]
         self._starts = [s.vaddr for s in self.loads]
 
+    def span(self) -> int:
+        """Bytes of address space the loader reserves for the loadable segments (page-rounded)."""
+        first, last = self.loads[0].vaddr & ~(PAGE_SIZE - 1), max(s.vaddr + s.memsz for s in self.loads)
+        return -(-(last - first) // PAGE_SIZE) * PAGE_SIZE
+
     def segment_of(self, vaddr: int, size: int = 0) -> Segment | None:
         """The ``PT_LOAD`` whose memory image holds ``[vaddr, vaddr + size)``, if one does."""
         index = bisect.bisect_right(self._starts, vaddr) - 1
@@ -309,19 +314,21 @@ def _check_mapped(image: ElfImage, seg: Segment, what: str, flag: int = 0) -> No
 
 
 def _check_notes(image: ElfImage, seg: Segment, what: str) -> None:
-    """Every note of a note segment lies inside it (the loader walks them to find GNU properties)."""
-    align = 8 if seg.align == 8 else 4
+    """A GNU property note lies inside its segment: the loader walks an 8-aligned note segment to find
+    one and reads its descriptor (other notes it skips by their sizes, and so does this)."""
+    if seg.align != 8:
+        return
     u32 = image.layout.u32
     position, end = seg.offset, seg.offset + seg.filesz
-    while position < end:
-        if position + 12 > end:
-            raise invalid(f"{what}: a note header runs past the end of the segment")
-        namesz = u32.unpack_from(image.data, position)[0]
-        descsz = u32.unpack_from(image.data, position + 4)[0]
-        desc = position + 12 + -(-namesz // align) * align
-        if desc + descsz > end:
-            raise invalid(f"{what}: a note of {namesz} + {descsz} bytes runs past the end of the segment")
-        position = desc + -(-descsz // align) * align
+    while position + 12 <= end:
+        namesz, descsz, kind = (u32.unpack_from(image.data, position + i)[0] for i in (0, 4, 8))
+        desc = position + (12 + namesz + 7) // 8 * 8
+        if namesz == 4 and kind == 5:  # NT_GNU_PROPERTY_TYPE_0: the loader compares the name first
+            if position + 16 > end:
+                raise invalid(f"{what}: a note's name runs past the end of the segment")
+            if image.data[position + 12:position + 16] == b"GNU\0" and desc + descsz > end:
+                raise invalid(f"{what}: a GNU property note of {descsz} bytes runs past the end of the segment")
+        position = position + ((desc - position) + descsz + 7) // 8 * 8
 
 
 def read_sections(data: bytes, layout: Layout, header: tuple[int, ...]) -> list[Section]:

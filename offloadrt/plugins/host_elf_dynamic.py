@@ -52,6 +52,7 @@ RELOCATION_WIDTHS = {
 }
 RELATIVE_TYPES = {EM_X86_64: {8, 38}, EM_AARCH64: {1027}}
 IRELATIVE_TYPE = {EM_X86_64: 37, EM_AARCH64: 1032}
+ABSOLUTE_TYPE = {EM_X86_64: 1, EM_AARCH64: 257}  # a full-width symbol value + addend
 COPY_TYPE = {EM_X86_64: 5, EM_AARCH64: 1024}
 
 
@@ -104,7 +105,9 @@ def check_dynamic(image: ElfImage, dynamic: Segment) -> dict[str, ElfSymbol]:
     protected = _Ranges()
     protected.add(dynamic.vaddr, dynamic.filesz)
     protected.add(tags[DT_STRTAB], tags[DT_STRSZ])
-    count = _symbol_count(image, tags, protected)
+    hashed = _hashed_symbol_count(image, tags, protected)
+    tables = _relocation_tables(image, tags, protected)
+    count = _symbol_count(image, tags, hashed, tables)
     symtab = tags[DT_SYMTAB]
     if symtab % layout.word:
         raise invalid(f"the dynamic symbol table (DT_SYMTAB) at {symtab:#x} is misaligned")
@@ -112,7 +115,7 @@ def check_dynamic(image: ElfImage, dynamic: Segment) -> dict[str, ElfSymbol]:
     protected.add(symtab, count * layout.sym.size)
     _check_versions(image, tags, strings, needed_names, count, protected)
     _check_code_and_arrays(image, tags)
-    _check_relocations(image, tags, count, protected)
+    _check_relocations(image, tags, tables, count, symbols_offset, protected)
     _check_sections(image, dynamic, tags, count)
     return _symbols(image, symbols_offset, count, strings)
 
@@ -162,8 +165,8 @@ class _Ranges:
         return index >= 0 and self._merged[index][1] > start
 
 
-def _symbol_count(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> int:
-    """The number of dynamic symbols, from the hash tables (the loader has no other source)."""
+def _hashed_symbol_count(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> int:
+    """How many symbols the hash tables reach (after checking that every chain ends inside them)."""
     counts = []
     if DT_HASH in tags:
         counts.append(_sysv_hash_count(image, tags[DT_HASH], protected))
@@ -171,11 +174,30 @@ def _symbol_count(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> 
         counts.append(_gnu_hash_count(image, tags[DT_GNU_HASH], protected))
     if not counts:
         raise invalid("the dynamic table has neither DT_HASH nor DT_GNU_HASH: no symbol can be looked up")
-    if len(counts) == 2 and counts[0] != counts[1]:
-        raise invalid(f"DT_HASH counts {counts[0]} symbols, DT_GNU_HASH {counts[1]}")
-    if counts[0] == 0:
+    return max(counts)
+
+
+def _symbol_count(image: ElfImage, tags: dict[int, int], hashed: int,
+                  tables: list[tuple[str, int, int, bool, int]]) -> int:
+    """How many dynamic symbols there are. The loader indexes the table without a count: DT_HASH
+    counts all symbols, DT_GNU_HASH only those lookups can find (undefined ones may follow them),
+    the SHT_DYNSYM section all of them; relocations may use any of them."""
+    layout = image.layout
+    sections = [s.size // layout.sym.size for s in image.sections if s.type == SHT_DYNSYM]
+    count = max(hashed, *sections)
+    used = 0
+    for _name, address, size, rela, _relative in tables:
+        entry = layout.rela if rela else layout.rel
+        offset = image.file_offset(address, size, _name)
+        for fields in entry.iter_unpack(image.data[offset:offset + size]):
+            used = max(used, fields[1] >> layout.r_sym_shift)
+    if used >= count:
+        if DT_HASH in tags or sections:
+            raise invalid(f"a relocation uses dynamic symbol {used}, the symbol table has {count} symbols")
+        count = used + 1
+    if count == 0:
         raise invalid("the dynamic symbol table is empty (not even the null symbol)")
-    return counts[0]
+    return count
 
 
 def _sysv_hash_count(image: ElfImage, address: int, protected: _Ranges) -> int:
@@ -250,9 +272,9 @@ def _check_versions(image: ElfImage, tags: dict[int, int], strings: _Strings, ne
     """Symbol versions: the chains the loader walks, and version indices inside the table it builds."""
     high = 0
     if DT_VERNEED in tags:
-        high = max(high, _walk_versions(image, tags[DT_VERNEED], tags.get(DT_VERNEEDNUM), strings, needed, protected))
+        high = max(high, _walk_versions(image, tags[DT_VERNEED], strings, needed, protected))
     if DT_VERDEF in tags:
-        high = max(high, _walk_versions(image, tags[DT_VERDEF], tags.get(DT_VERDEFNUM), strings, None, protected))
+        high = max(high, _walk_versions(image, tags[DT_VERDEF], strings, None, protected))
     if DT_VERSYM not in tags:
         return
     address = tags[DT_VERSYM]
@@ -268,53 +290,54 @@ def _check_versions(image: ElfImage, tags: dict[int, int], strings: _Strings, ne
         raise invalid(f"DT_VERSYM: version index {worst} is not defined (the highest is {high})")
 
 
-def _walk_versions(image: ElfImage, address: int, expected: int | None, strings: _Strings,
-                   needed: set[bytes] | None, protected: _Ranges) -> int:
-    """Walk the DT_VERNEED (``needed`` given) or DT_VERDEF chain; return the highest version index."""
+def _walk_versions(image: ElfImage, address: int, strings: _Strings, needed: set[bytes] | None,
+                   protected: _Ranges) -> int:
+    """Walk the DT_VERNEED (``needed`` given) or DT_VERDEF chain as the loader does; return the
+    highest version index. The loader follows the links (``vn_next``, ``vna_next``, ``vd_next``)
+    and reads the first auxiliary entry of a definition; the counts it ignores, and so does this."""
     kind = "DT_VERNEED" if needed is not None else "DT_VERDEF"
     entry_size, aux_size = (16, 16) if needed is not None else (20, 8)
     data, u16, u32 = image.data, image.layout.u16, image.layout.u32
-    high = entries = 0
+    high = 0
     position, end = address, address
     while True:
         if position % 4:
             raise invalid(f"a {kind} entry at {position:#x} is misaligned")
         offset = image.file_offset(position, entry_size, f"a {kind} entry")
-        version, aux_count = u16.unpack_from(data, offset)[0], u16.unpack_from(data, offset + 2)[0]
+        version = u16.unpack_from(data, offset)[0]
         if needed is not None:
-            strings_at, aux, following = (u32.unpack_from(data, offset + i)[0] for i in (4, 8, 12))
-            name = strings.at(strings_at, f"{kind} file name")
-            if name not in needed:
+            file_at, aux, following = (u32.unpack_from(data, offset + i)[0] for i in (4, 8, 12))
+            name = strings.at(file_at, f"{kind} file name")
+            if name not in needed:  # the loader asserts that it is loaded: it is a dependency
                 raise invalid(f"{kind} names {name!r}, which is not a DT_NEEDED library of the image")
         else:
             high = max(high, u16.unpack_from(data, offset + 4)[0] & 0x7FFF)
             aux, following = u32.unpack_from(data, offset + 12)[0], u32.unpack_from(data, offset + 16)[0]
-        if version != 1 or aux_count == 0 or aux < entry_size:
-            raise invalid(f"a {kind} entry has version {version}, {aux_count} auxiliary entries at +{aux}")
+        if version != 1 or aux < entry_size:
+            raise invalid(f"a {kind} entry has version {version} and its auxiliary entry at +{aux}")
         aux_position = position + aux
-        for seen in range(1, aux_count + 1):
+        while True:
             if aux_position % 4:
                 raise invalid(f"a {kind} auxiliary entry at {aux_position:#x} is misaligned")
             aux_offset = image.file_offset(aux_position, aux_size, f"a {kind} auxiliary entry")
-            if needed is not None:
-                high = max(high, u16.unpack_from(data, aux_offset + 6)[0] & 0x7FFF)
-                name_at, step = u32.unpack_from(data, aux_offset + 8)[0], u32.unpack_from(data, aux_offset + 12)[0]
-            else:
-                name_at, step = u32.unpack_from(data, aux_offset)[0], u32.unpack_from(data, aux_offset + 4)[0]
-            strings.at(name_at, f"{kind} version name")
             end = max(end, aux_position + aux_size)
-            if (step == 0) != (seen == aux_count) or (step and step < aux_size):
-                raise invalid(f"a {kind} entry's auxiliary chain does not have its {aux_count} entries")
+            if needed is None:
+                strings.at(u32.unpack_from(data, aux_offset)[0], f"{kind} version name")
+                break
+            high = max(high, u16.unpack_from(data, aux_offset + 6)[0] & 0x7FFF)
+            strings.at(u32.unpack_from(data, aux_offset + 8)[0], f"{kind} version name")
+            step = u32.unpack_from(data, aux_offset + 12)[0]
+            if step == 0:
+                break
+            if step < aux_size:
+                raise invalid(f"a {kind} auxiliary entry links to +{step}, inside itself")
             aux_position += step
-        entries += 1
         end = max(end, position + entry_size)
         if following == 0:
             break
-        if following < entry_size or (expected is not None and entries >= expected):
-            raise invalid(f"the {kind} chain has a bad link or more entries than its count says")
+        if following < entry_size:
+            raise invalid(f"a {kind} entry links to +{following}, inside itself")
         position += following
-    if expected is not None and entries != expected:
-        raise invalid(f"the {kind} chain has {entries} entries, its count says {expected}")
     protected.add(address, end - address)
     return high
 
@@ -338,7 +361,10 @@ def _check_code_and_arrays(image: ElfImage, tags: dict[int, int]) -> None:
             raise invalid(f"{TAG_NAMES[tag]} at {tags[tag]:#x} is not inside a loadable segment")
 
 
-def _check_relocations(image: ElfImage, tags: dict[int, int], count: int, protected: _Ranges) -> None:
+def _relocation_tables(image: ElfImage, tags: dict[int, int],
+                       protected: _Ranges) -> list[tuple[str, int, int, bool, int]]:
+    """The relocation tables the loader applies, each checked in place: (name, address, size, RELA,
+    relative count)."""
     layout = image.layout
     machine = image.machine
     tables: list[tuple[str, int, int, bool, int]] = []  # name, address, size, rela, relative count
@@ -371,11 +397,17 @@ def _check_relocations(image: ElfImage, tags: dict[int, int], count: int, protec
         image.file_offset(address, size, f"the relocation table {name}")
         protected.add(address, size)
     _check_table_overlap(tables)
+    return tables
+
+
+def _check_relocations(image: ElfImage, tags: dict[int, int], tables: list[tuple[str, int, int, bool, int]],
+                       count: int, symbols_offset: int, protected: _Ranges) -> None:
+    check = _Relocations(image, tags, count, symbols_offset, protected)
     if DT_RELR in tags or DT_RELRSZ in tags:
-        _check_relr(image, tags, protected)
-    textrel = DT_TEXTREL in tags or bool(tags.get(DT_FLAGS, 0) & DF_TEXTREL)
+        check.relr()
     for name, address, size, rela, relative in tables:
-        _check_relocation_table(image, name, address, size, rela, relative, count, textrel, protected)
+        check.table(name, address, size, rela, relative)
+    check.arrays()
 
 
 def _check_table_overlap(tables: list[tuple[str, int, int, bool, int]]) -> None:
@@ -389,78 +421,149 @@ def _check_table_overlap(tables: list[tuple[str, int, int, bool, int]]) -> None:
                     raise invalid(f"the relocation tables {name} and {other} overlap")
 
 
-def _check_relocation_table(image: ElfImage, name: str, address: int, size: int, rela: bool, relative: int,
-                            count: int, textrel: bool, protected: _Ranges) -> None:
-    layout = image.layout
-    machine = image.machine
-    entry = layout.rela if rela else layout.rel
-    if relative > size // entry.size:
-        raise invalid(f"{name}: {relative} relative relocations counted, the table has {size // entry.size}")
-    widths = RELOCATION_WIDTHS.get(machine)
-    relatives = RELATIVE_TYPES.get(machine, set())
-    irelative = IRELATIVE_TYPE.get(machine)
-    shift, mask = layout.r_sym_shift, layout.r_type_mask
-    offset = image.file_offset(address, size, name)
-    for index, fields in enumerate(entry.iter_unpack(image.data[offset:offset + size])):
-        r_offset, r_info = fields[0], fields[1]
-        r_type, r_sym = r_info & mask, r_info >> shift
-        if r_sym >= count:
-            raise invalid(f"{name} entry {index}: symbol index {r_sym} is not below the symbol count {count}")
-        if widths is None:
-            width = layout.word
-        else:
-            width = widths.get(r_type, -1)
+class _Relocations:
+    """Checks each relocation, and what the loader will call through the init/fini arrays.
+
+    A pointer a relocation makes from the load address (a relative relocation) must point into the
+    image: outside it, what it reaches depends on the address-space layout, so a test load in
+    another process proves nothing about it. Each init/fini array slot must be relocated to code of
+    the image (or to a symbol the loader resolves), since the loader calls every slot.
+    """
+
+    def __init__(self, image: ElfImage, tags: dict[int, int], count: int, symbols_offset: int,
+                 protected: _Ranges):
+        self.image = image
+        self.tags = tags
+        self.count = count
+        self.symbols_offset = symbols_offset
+        self.protected = protected
+        self.textrel = DT_TEXTREL in tags or bool(tags.get(DT_FLAGS, 0) & DF_TEXTREL)
+        self.low = image.loads[0].vaddr
+        self.high = max(load.vaddr + load.memsz for load in image.loads)
+        machine = image.machine
+        self.widths = RELOCATION_WIDTHS.get(machine)
+        self.relatives = RELATIVE_TYPES.get(machine, set())
+        self.absolute = ABSOLUTE_TYPE.get(machine)
+        self.irelative = IRELATIVE_TYPE.get(machine)
+        # init/fini array slot address -> (what writes it, the value or symbol index)
+        self.slots: dict[int, tuple[str, int] | None] = {}
+        if self.widths is not None:
+            for array_tag, size_tag in ARRAYS:
+                if array_tag in tags:
+                    base = tags[array_tag]
+                    for slot in range(base, base + tags[size_tag], image.layout.word):
+                        self.slots[slot] = None
+
+    def table(self, name: str, address: int, size: int, rela: bool, relative: int) -> None:
+        layout = self.image.layout
+        entry = layout.rela if rela else layout.rel
+        if relative > size // entry.size:
+            raise invalid(f"{name}: {relative} relative relocations counted, the table has {size // entry.size}")
+        shift, mask = layout.r_sym_shift, layout.r_type_mask
+        offset = self.image.file_offset(address, size, name)
+        for index, fields in enumerate(entry.iter_unpack(self.image.data[offset:offset + size])):
+            r_offset, r_info = fields[0], fields[1]
+            addend = fields[2] if rela else None
+            r_type, r_sym = r_info & mask, r_info >> shift
+            what = f"{name} entry {index}"
+            if r_sym >= self.count:
+                raise invalid(f"{what}: symbol index {r_sym} is not below the symbol count {self.count}")
+            if self.widths is None:
+                self._target(r_offset, layout.word, what)
+                continue
+            width = self.widths.get(r_type, -1)
             if width < 0:
-                what = "a copy relocation (only executables may have them)" if r_type == COPY_TYPE.get(machine) \
-                    else f"unknown relocation type {r_type}"
-                raise invalid(f"{name} entry {index}: {what}")
-            if index < relative and r_type not in relatives:
-                raise invalid(f"{name} entry {index}: counted as relative, but of type {r_type}")
-        if width:
-            _check_target(image, r_offset, width, textrel, protected, f"{name} entry {index}")
-        if rela and r_type == irelative:
-            image.file_offset(fields[2], 1, f"{name} entry {index}: the IFUNC resolver", PF_X)
+                said = "a copy relocation (only executables may have them)" if r_type == COPY_TYPE.get(
+                    self.image.machine) else f"unknown relocation type {r_type}"
+                raise invalid(f"{what}: {said}")
+            relative_type = r_type in self.relatives or (r_type == self.absolute and r_sym == 0)
+            if index < relative and r_type not in self.relatives:
+                raise invalid(f"{what}: counted as relative, but of type {r_type}")
+            if width:
+                self._target(r_offset, width, what)
+            if addend is not None and relative_type and not self.low <= addend <= self.high:
+                raise invalid(f"{what}: relative relocation to {addend:#x}, outside the image "
+                              f"({self.low:#x}..{self.high:#x})")
+            if addend is not None and r_type == self.irelative:
+                self.image.file_offset(addend, 1, f"{what}: the IFUNC resolver", PF_X)
+            if width and r_offset in self.slots:  # (a NONE relocation writes nothing)
+                if self.slots[r_offset] is not None:
+                    raise invalid(f"{what}: a second relocation of init/fini array slot {r_offset:#x}")
+                if relative_type and addend is not None:
+                    self.slots[r_offset] = ("address", addend)
+                elif r_type == self.absolute or r_type in self.relatives:
+                    self.slots[r_offset] = ("symbol", r_sym) if r_sym else ("stored", r_offset)
+                else:
+                    raise invalid(f"{what}: relocation type {r_type} in an init/fini array slot")
 
+    def relr(self) -> None:
+        """DT_RELR: packed relative relocations (an address, then bitmaps of the words after it)."""
+        image, tags = self.image, self.tags
+        word = image.layout.word
+        if DT_RELR not in tags or DT_RELRSZ not in tags or tags.get(DT_RELRENT) != word:
+            raise invalid(f"DT_RELR needs DT_RELRSZ and DT_RELRENT of {word}")
+        address, size = tags[DT_RELR], tags[DT_RELRSZ]
+        if address % word or size % word:
+            raise invalid(f"DT_RELR at {address:#x} of {size} bytes is not an array of words")
+        offset = image.file_offset(address, size, "the relocation table DT_RELR")
+        self.protected.add(address, size)
+        where: int | None = None
+        for index, value in enumerate(array("Q" if word == 8 else "I", image.data[offset:offset + size])):
+            what = f"DT_RELR entry {index}"
+            if not value & 1:
+                if value % word:
+                    raise invalid(f"{what}: address {value:#x} is misaligned")
+                self._relr_slot(value, what)
+                where = value + word
+                continue
+            if where is None:
+                raise invalid(f"{what}: a bitmap before any address")
+            bits, slot = value >> 1, 0
+            while bits:
+                if bits & 1:
+                    self._relr_slot(where + slot * word, what)
+                bits >>= 1
+                slot += 1
+            where += (8 * word - 1) * word
 
-def _check_target(image: ElfImage, address: int, width: int, textrel: bool, protected: _Ranges, what: str) -> None:
-    load = image.segment_of(address, width)
-    if load is None:
-        raise invalid(f"{what} writes {width} bytes at {address:#x}, outside every loadable segment")
-    if not textrel and not load.flags & PF_W:
-        raise invalid(f"{what} writes at {address:#x} in {load.describe()}, which is not writable (no DT_TEXTREL)")
-    if protected.overlaps(address, address + width):
-        raise invalid(f"{what} writes at {address:#x} into a table the dynamic loader reads")
+    def _relr_slot(self, address: int, what: str) -> None:
+        word = self.image.layout.word
+        self._target(address, word, what)
+        stored = self.image.layout.addr.unpack_from(self.image.data,
+                                                    self.image.file_offset(address, word, what))[0]
+        if not self.low <= stored <= self.high:
+            raise invalid(f"{what}: relative relocation at {address:#x} to {stored:#x}, outside the image")
+        if address in self.slots:
+            self.slots[address] = ("address", stored)
 
+    def _target(self, address: int, width: int, what: str) -> None:
+        load = self.image.segment_of(address, width)
+        if load is None:
+            raise invalid(f"{what} writes {width} bytes at {address:#x}, outside every loadable segment")
+        if not self.textrel and not load.flags & PF_W:
+            raise invalid(f"{what} writes at {address:#x} in {load.describe()}, which is not writable "
+                          f"(no DT_TEXTREL)")
+        if self.protected.overlaps(address, address + width):
+            raise invalid(f"{what} writes at {address:#x} into a table the dynamic loader reads")
 
-def _check_relr(image: ElfImage, tags: dict[int, int], protected: _Ranges) -> None:
-    """DT_RELR: packed relative relocations (an address, then bitmaps of the words after it)."""
-    word = image.layout.word
-    if DT_RELR not in tags or DT_RELRSZ not in tags or tags.get(DT_RELRENT) != word:
-        raise invalid(f"DT_RELR needs DT_RELRSZ and DT_RELRENT of {word}")
-    address, size = tags[DT_RELR], tags[DT_RELRSZ]
-    if address % word or size % word:
-        raise invalid(f"DT_RELR at {address:#x} of {size} bytes is not an array of words")
-    offset = image.file_offset(address, size, "the relocation table DT_RELR")
-    protected.add(address, size)
-    textrel = DT_TEXTREL in tags or bool(tags.get(DT_FLAGS, 0) & DF_TEXTREL)
-    where: int | None = None
-    for index, value in enumerate(array("Q" if word == 8 else "I", image.data[offset:offset + size])):
-        what = f"DT_RELR entry {index}"
-        if not value & 1:
-            if value % word:
-                raise invalid(f"{what}: address {value:#x} is misaligned")
-            _check_target(image, value, word, textrel, protected, what)
-            where = value + word
-            continue
-        if where is None:
-            raise invalid(f"{what}: a bitmap before any address")
-        bits, slot = value >> 1, 0
-        while bits:
-            if bits & 1:
-                _check_target(image, where + slot * word, word, textrel, protected, what)
-            bits >>= 1
-            slot += 1
-        where += (8 * word - 1) * word
+    def arrays(self) -> None:
+        """Every init/fini array slot is relocated to code the loader may call."""
+        layout = self.image.layout
+        for slot, written in self.slots.items():
+            what = f"the init/fini array slot at {slot:#x}"
+            if written is None:
+                raise invalid(f"{what} is not relocated: the loader would call an address that depends on "
+                              f"where it maps the image")
+            how, value = written
+            if how == "address":
+                self.image.file_offset(value, 1, f"{what} (its function)", PF_X)
+            elif how == "symbol":
+                fields = layout.symbol(layout.sym.unpack_from(
+                    self.image.data, self.symbols_offset + value * layout.sym.size))
+                if fields[3] != 0 and fields[3] < SHN_LORESERVE:  # defined here: it must be code here
+                    self.image.file_offset(fields[4], 1, f"{what} (function symbol {value})", PF_X)
+            else:
+                raise invalid(f"{what} holds an absolute address")
 
 
 def _check_sections(image: ElfImage, dynamic: Segment, tags: dict[int, int], count: int) -> None:
@@ -476,7 +579,7 @@ def _check_sections(image: ElfImage, dynamic: Segment, tags: dict[int, int], cou
     for sec in symbol_sections:
         names = sections[sec.link]
         if (sec.addr != tags[DT_SYMTAB] or sec.size // image.layout.sym.size != count
-                or names.addr != tags[DT_STRTAB] or names.size != tags[DT_STRSZ]):
+                or names.addr != tags[DT_STRTAB] or names.size != tags[DT_STRSZ]):  # count: >= hashed, used
             raise invalid(f"section {sec.index} (SHT_DYNSYM) or its string table is not the table the dynamic "
                           f"loader uses (DT_SYMTAB, DT_STRTAB, DT_STRSZ, the hash table's symbol count)")
 

@@ -69,6 +69,7 @@ class _Record:
     """What this process knows about one image (by content)."""
 
     symbols: dict[str, ElfSymbol] | None  # None: the structural check rejected it
+    span: int = 0  # bytes of address space its loadable segments cover
     reason: str = ""  # why it cannot be loaded, once known
     verified: bool = False  # a test process loaded and unloaded it cleanly
 
@@ -137,15 +138,28 @@ def dlopen_image(image: bytes) -> ctypes.CDLL:
 
 
 _OPEN_FDS: dict[int, int] = {}  # library handle -> the memfd it was loaded from
+_PINNED_FDS: list[int] = []  # memfds of libraries that stayed loaded after dlclose: their names stay taken
 
 
 def dlclose(lib: ctypes.CDLL) -> None:
-    """Unload ``lib``; its destructors run now. No function of it may be called afterwards."""
+    """Unload ``lib``; its destructors run now. No function of it may be called afterwards.
+
+    A library the loader keeps (``DF_1_NODELETE``, ``STB_GNU_UNIQUE`` symbols) keeps its memfd
+    open, so that its ``/proc/self/fd/N`` name never names another image: the loader would hand
+    back the old library for it.
+    """
     handle = lib._handle  # type: ignore[attr-defined]
     _ctypes.dlclose(handle)
     fd = _OPEN_FDS.pop(handle, None)
-    if fd is not None:
+    if fd is None:
+        return
+    try:
+        kept = _ctypes.dlopen(f"/proc/self/fd/{fd}", os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
         os.close(fd)
+        return
+    _ctypes.dlclose(kept)
+    _PINNED_FDS.append(fd)
 
 
 def _checked(image: bytes) -> tuple[_Record, bytes]:
@@ -155,9 +169,9 @@ def _checked(image: bytes) -> tuple[_Record, bytes]:
         record = _records.get(digest)
     if record is None:
         try:
-            record = _Record(_check_structure(bytes(image)))
+            record = _Record(*_check_structure(bytes(image)))
         except OffloadError as exc:
-            record = _Record(None, exc.details)
+            record = _Record(None, reason=exc.details)
         with _records_lock:
             record = _records.setdefault(digest, record)
             if len(_records) > RECORD_LIMIT:
@@ -167,8 +181,9 @@ def _checked(image: bytes) -> tuple[_Record, bytes]:
     return record, digest
 
 
-def _check_structure(image: bytes) -> dict[str, ElfSymbol]:
-    """Run the structural checks; return the exported symbols. Raises only ``OffloadError``."""
+def _check_structure(image: bytes) -> tuple[dict[str, ElfSymbol], int]:
+    """Run the structural checks; return the exported symbols and the span of the loadable segments.
+    Raises only ``OffloadError``."""
     try:
         layout, header = check_header(image, (HOST_CLASS, HOST_DATA, HOST_MACHINE))
         segments = read_segments(image, layout, header)
@@ -176,7 +191,7 @@ def _check_structure(image: bytes) -> dict[str, ElfSymbol]:
         elf = ElfImage(image, layout, header[2], segments, sections)
         dynamic = check_memory_segments(elf, header)
         check_section_placement(elf)
-        return check_dynamic(elf, dynamic)
+        return check_dynamic(elf, dynamic), elf.span()
     except OffloadError:
         raise
     except Exception as exc:  # a field combination the checks did not foresee is still bad input
@@ -197,7 +212,7 @@ def _verify(record: _Record, fd: int) -> None:
     """Test-load the image in ``fd`` in a separate process unless this record failed or passed before."""
     if record.reason:
         raise OffloadError(ErrorCode.INVALID_BINARY, record.reason)
-    verdict = host_probe.verify(fd)
+    verdict = host_probe.verify(fd, record.span)
     if verdict.loaded:
         record.verified = True
         return

@@ -66,15 +66,16 @@ def check_timeout() -> float:
     return value
 
 
-def verify(image_fd: int) -> Verdict:
+def verify(image_fd: int, span: int) -> Verdict:
     """Test-load the image in file ``image_fd`` (sealed: the test process must not change it) in a
-    separate process. Raises ``OffloadError`` only when no test process could be run."""
+    separate process; ``span`` is the address range its loadable segments cover. Raises
+    ``OffloadError`` only when no test process could be run."""
     timeout = check_timeout()
     try:
         directory = os.getcwdb()
     except OSError:
         directory = b""
-    request = struct.pack("<I", int(timeout * 1000)) + directory
+    request = struct.pack("<IQ", int(timeout * 1000), span) + directory
     for _attempt in range(2):  # a helper that died meanwhile is replaced once
         helper = _running_helper()
         answer_read, answer_write = os.pipe()
@@ -109,7 +110,7 @@ def verify(image_fd: int) -> Verdict:
 
 def _read_answer(fd: int, deadline: float) -> bytes | None:
     """Everything the helper writes before closing ``fd``; None if it did not close it by ``deadline``."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:

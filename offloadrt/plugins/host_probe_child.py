@@ -4,9 +4,11 @@
 imports offloadrt (it must start fast and load nothing the image could interfere with).
 
 Protocol, over an ``AF_UNIX``/``SOCK_SEQPACKET`` socket: the helper first sends ``b"ready"``. Each
-request is one message ``<timeout in ms: u32><working directory>`` carrying two file descriptors:
+request is one message ``<timeout in ms: u32><span of the loadable segments: u64><working
+directory>`` (little-endian) carrying two file descriptors:
 the image (a sealed memfd) and the write end of a pipe for the answer. For each request the helper
-forks a child (fork is safe here: this process has one thread), which loads the image with
+forks a child (fork is safe here: this process has one thread), which fences off the address
+space around where the image will land (:func:`fence`), loads the image with
 ``dlopen(RTLD_NOW | RTLD_LOCAL)``, unloads it with ``dlclose`` (destructors and ``DT_FINI`` run)
 and leaves through ``exit()`` (finalisers of an image that stays loaded run), reporting each step
 on a pipe. The helper answers ``<verdict: u8><reason, UTF-8>`` on the request's pipe once the
@@ -15,7 +17,7 @@ socket closes (the parent ended), the helper kills what still runs and exits.
 """
 
 import _ctypes
-import _signal
+import _signal  # type: ignore[import-not-found]  # not signal: its enum import costs 13 ms per start
 import _socket
 import ctypes
 import os
@@ -42,7 +44,48 @@ PHASES = {b"": "before loading the image", b"S": "loading the image (mapping, re
           b"L": "unloading the image (its destructors or DT_FINI)",
           b"U": "at process exit (finalisers of an image that stays loaded)"}
 
-_libc_exit = ctypes.CFUNCTYPE(None, ctypes.c_int)(("exit", ctypes.CDLL(None)))
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc_exit = ctypes.CFUNCTYPE(None, ctypes.c_int)(("exit", _libc))
+_mmap = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                         ctypes.c_long)(("mmap", _libc))
+_munmap = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)(("munmap", _libc))
+PAGE = os.sysconf("SC_PAGE_SIZE")
+GUARD = 1 << 30  # bytes of inaccessible address space on each side of the image in the test process
+# mmap flags where they are the generic Linux values (elsewhere the test load runs without guards)
+GUARD_FLAGS = (0x02 | 0x20 | 0x4000, 0x100000) if os.uname().machine in ("x86_64", "aarch64") else None
+
+
+def fence(span: int) -> None:
+    """Make the image land between two inaccessible GUARD-sized regions.
+
+    The image's own code (constructors, destructors) runs in the test load. Code that reaches
+    outside the image relative to its own address (a corrupt displacement) touches whatever this
+    process has mapped there, which differs from the parent's layout; with nothing mapped around
+    the image it faults here every time. Reserve GUARD + hole + GUARD without access, fill every
+    free gap above it where the image would fit (mmap allocates top-down: the highest gap that
+    fits wins; the gap under the stack is left for it to grow), then open the hole: the loader's
+    mapping of the image lands in it.
+    """
+    if GUARD_FLAGS is None or span <= 0:
+        return
+    private, noreplace = GUARD_FLAGS
+    hole = -(-span // PAGE) * PAGE
+    base = _mmap(None, 2 * GUARD + hole, 0, private, -1, 0)
+    if base is None or base == ctypes.c_void_p(-1).value:
+        return
+    top = base + 2 * GUARD + hole
+    ranges = []
+    with open("/proc/self/maps", "rb") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split(b"-"))
+            ranges.append((start, end, fields[-1] if len(fields) > 5 else b""))
+    for (_, gap_start, _), (gap_end, _, name) in zip(ranges, ranges[1:]):
+        if gap_start >= top and gap_end - gap_start >= hole and name != b"[stack]":
+            filled = _mmap(gap_start, gap_end - gap_start, 0, private | noreplace, -1, 0)
+            if filled not in (None, gap_start, ctypes.c_void_p(-1).value):
+                _munmap(filled, gap_end - gap_start)  # an old kernel took the address as a hint
+    _munmap(base + GUARD, hole)
 
 
 class Check:
@@ -58,7 +101,7 @@ class Check:
         self.timed_out = False
 
 
-def child(image_fd: int, report_fd: int, output_fd: int, directory: bytes) -> None:
+def child(image_fd: int, report_fd: int, output_fd: int, directory: bytes, span: int) -> None:
     """In the forked child: load, unload, exit; never returns."""
     try:
         os.setpgid(0, 0)
@@ -81,6 +124,7 @@ def child(image_fd: int, report_fd: int, output_fd: int, directory: bytes) -> No
                 os.chdir(directory)
             except OSError:
                 pass
+        fence(span)
         os.write(REPORT_FD, b"S")
         try:
             handle = _dlopen(f"/proc/self/fd/{IMAGE_FD}")
@@ -193,12 +237,13 @@ def _receive(sock: _socket.socket, fd_space: int, poller: select.poll, checks: d
             fds.extend(struct.unpack(f"{len(payload) // 4}i", payload[:len(payload) // 4 * 4]))
     if not data and not fds:
         return False
-    if len(fds) != 2 or len(data) < 4:
+    if len(fds) != 2 or len(data) < 12:
         for fd in fds:
             os.close(fd)
         return True
     image_fd, answer_fd = fds
-    timeout = struct.unpack_from("<I", data)[0] / 1000
+    timeout_ms, span = struct.unpack_from("<IQ", data)
+    timeout = timeout_ms / 1000
     report_read, report_write = os.pipe()
     output_read, output_write = os.pipe()
     try:
@@ -209,7 +254,7 @@ def _receive(sock: _socket.socket, fd_space: int, poller: select.poll, checks: d
         answer(answer_fd, NOT_RUN, f"cannot start a test process: {exc}")
         return True
     if pid == 0:
-        child(image_fd, report_write, output_write, data[4:])
+        child(image_fd, report_write, output_write, data[12:], span)
     try:
         os.setpgid(pid, pid)  # as the child does first: a kill at the timeout must reach its group either way
     except OSError:
