@@ -1,7 +1,8 @@
 """offloadrt: a pure-Python implementation of LLVM's Offload API (``ol*``).
 
 ``offloadrt.api`` holds the entry points; this package re-exports the error type, the enums
-and the structs they take.
+and the structs they take, and the Python API (``offloadrt.device()``, ``Buffer``, ``Array``,
+``Queue``, ...), which is imported on first use so that ``import offloadrt`` stays light.
 """
 
 __version__ = "0.1.0"
@@ -30,7 +31,21 @@ __all__ = [
     "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend", "PlatformInfo",
     "QueueInfo", "SymbolInfo", "SymbolKind", "UnavailablePlatform", "__version__", "get_include",
     "unavailable_platforms",
+    # the Python API (offloadrt.core), imported on first use
+    "Array", "Buffer", "Device", "Event", "Kernel", "MemoryPool", "Program", "Queue", "asarray", "device", "devices",
+    "empty",
 ]
+
+_PYTHON_API = frozenset(("Array", "Buffer", "Device", "Event", "Kernel", "MemoryPool", "Program", "Queue", "asarray",
+                         "device", "devices", "empty"))
+
+
+def __getattr__(name: str) -> object:
+    if name in _PYTHON_API:
+        from . import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module 'offloadrt' has no attribute {name!r}")
 
 
 def get_include() -> str:

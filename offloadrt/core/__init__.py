@@ -1,0 +1,15 @@
+"""offloadrt's Python API: devices, buffers, arrays, queues, programs and kernels over the ``ol*`` API.
+
+The names are exported from :mod:`offloadrt` itself (``offloadrt.device()``, ``offloadrt.Queue``);
+this package holds them in small private modules. The first use starts the runtime (``olInit``)
+and the layer gives its reference back at interpreter exit, after draining its queues.
+"""
+
+from ._array import Array, asarray, empty
+from ._device import Device, DeviceProperties, device, devices
+from ._memory import Buffer, MemoryPool
+from ._program import Kernel, Program
+from ._queue import Event, Queue
+
+__all__ = ["Array", "Buffer", "Device", "DeviceProperties", "Event", "Kernel", "MemoryPool", "Program", "Queue",
+           "asarray", "device", "devices", "empty"]

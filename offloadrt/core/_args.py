@@ -1,0 +1,252 @@
+"""Kernel arguments: parameter types, the packing plan of a signature, launch sizes.
+
+A plan turns the arguments of a launch into the argument blob: each parameter at the next offset
+aligned to its alignment (its size for scalars and pointers), the blob rounded up to the largest
+alignment, as C lays out a struct of the parameters. Plans are compiled once per (signature,
+argument types) and cached on the kernel, so a launch packs with one ``struct.pack`` call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ErrorCode, OffloadError
+from ..types import Dimensions, KernelLaunchSizeArgs
+
+_CODES = {("i", 1): "b", ("u", 1): "B", ("i", 2): "h", ("u", 2): "H", ("i", 4): "i", ("u", 4): "I",
+          ("i", 8): "q", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
+_C_NAMES = {"char": "int8", "signed char": "int8", "unsigned char": "uint8", "short": "int16",
+            "unsigned short": "uint16", "int": "int32", "unsigned": "uint32", "unsigned int": "uint32",
+            "long": "int64", "long long": "int64", "unsigned long": "uint64", "unsigned long long": "uint64",
+            "size_t": "uint64", "ssize_t": "int64", "ptrdiff_t": "int64", "intptr_t": "int64",
+            "uintptr_t": "uint64", "float": "float32", "double": "float64", "half": "float16", "_bool": "bool",
+            "bool": "bool"}
+_POINTER_NAMES = {"ptr", "pointer", "void*", "buffer"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: ``kind`` is "ptr", "scalar" (a number) or "raw" (bytes of a C object)."""
+
+    name: str
+    kind: str
+    code: str  # the struct code of its value
+    size: int
+    align: int
+    dtype: Any = None  # the NumPy dtype of a scalar or complex parameter
+    ctype: Any = None  # the ctypes type of a raw parameter, if it was given as one
+
+
+POINTER = Param("ptr", "ptr", "Q", 8, 8)
+
+
+def parse_param(spec: object) -> Param:
+    """The parameter a signature entry names: a type name (``"float32"``, ``"uint32"``, ``"ptr"``, C names
+    such as ``"unsigned int"`` or ``"float*"``), a NumPy type or dtype, or a ctypes type."""
+    if isinstance(spec, str):
+        text = " ".join(spec.strip().lower().replace("const ", "").split())
+        if text in _POINTER_NAMES or text.endswith("*"):
+            return POINTER
+        text = _C_NAMES.get(text, text)
+        if text.endswith("_t") and text[:-2] in {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                                 "uint64"}:
+            text = text[:-2]
+        spec_for_numpy: object = text
+    elif isinstance(spec, type) and issubclass(spec, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        return Param(spec.__name__, "raw", f"{ctypes.sizeof(spec)}s", ctypes.sizeof(spec), ctypes.alignment(spec),
+                     ctype=spec)
+    elif spec is ctypes.c_void_p or (isinstance(spec, type) and issubclass(spec, ctypes._Pointer)):
+        return POINTER
+    else:
+        spec_for_numpy = spec
+    try:
+        dtype = np.dtype(spec_for_numpy)  # type: ignore[call-overload]
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "biufc" or not dtype.isnative:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"unknown kernel parameter type {spec!r}: use 'ptr' for pointers and buffers, or a "
+                           f"number type such as 'float32', 'int64', 'uint32' (NumPy names or C names)")
+    if dtype.kind == "c":
+        return Param(dtype.name, "raw", f"{dtype.itemsize}s", dtype.itemsize, dtype.itemsize // 2, dtype=dtype)
+    return Param(dtype.name, "scalar", _CODES[dtype.kind, dtype.itemsize], dtype.itemsize, dtype.itemsize,
+                 dtype=dtype)
+
+
+def parse_signature(signature: Sequence[object] | None) -> tuple[Param, ...] | None:
+    if signature is None:
+        return None
+    if isinstance(signature, (str, bytes)) or not hasattr(signature, "__iter__"):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"a kernel signature is a sequence of parameter types such as ('float32', 'ptr', 'ptr', "
+                           f"'uint32'), got {signature!r}")
+    return tuple(parse_param(entry) for entry in signature)
+
+
+def _inferred(value: object, index: int) -> Param:
+    """The parameter of an argument when the kernel has no signature."""
+    from ._array import Array
+    from ._memory import Buffer
+
+    if isinstance(value, (Buffer, Array)):
+        return POINTER
+    if isinstance(value, np.generic):
+        return parse_param(value.dtype)
+    if isinstance(value, ctypes._SimpleCData) or isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        kind = type(value)
+        return Param(kind.__name__, "raw", f"{ctypes.sizeof(kind)}s", ctypes.sizeof(kind), ctypes.alignment(kind),
+                     ctype=kind)
+    if isinstance(value, (int, float, complex)):
+        raise TypeError(
+            f"argument {index + 1} is a plain Python {type(value).__name__} ({value!r}) and the kernel has no "
+            f"signature, so its C type is unknown. Set the kernel's signature, e.g. kernel.signature = "
+            f"('float32', 'ptr', 'ptr', 'uint32'), or pass a NumPy scalar such as numpy.float32({value!r})")
+    raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                       f"argument {index + 1} ({type(value).__name__}) cannot be a kernel argument: pass a Buffer or "
+                       f"Array (its device pointer), a NumPy scalar, a ctypes instance, or a number with a signature")
+
+
+def _expression(param: Param, value: object, index: int) -> tuple[str, str | None, Any]:
+    """(the Python expression that gives argument ``index``'s packed value, the buffer it uses, a helper)."""
+    from ._array import Array
+    from ._memory import Buffer
+
+    arg = f"a{index}"
+    kind = type(value)
+    if param.kind == "ptr":
+        if kind is Buffer or isinstance(value, Buffer):
+            return f"{arg}._ptr", arg, None
+        if isinstance(value, Array):
+            return f"{arg}._buf._ptr + {arg}._offset", f"{arg}._buf", None
+        if value is None:
+            return "0", None, None
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return arg, None, None
+        if isinstance(value, ctypes.c_void_p):
+            return f"({arg}.value or 0)", None, None
+    elif param.kind == "scalar":
+        if isinstance(value, (Buffer, Array)):
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"argument {index + 1} is a {kind.__name__}, but the signature says {param.name}; "
+                               f"pointer parameters are 'ptr'")
+        if isinstance(value, (int, float, np.number, np.bool_)) and not isinstance(value, complex):
+            return arg, None, None
+        if isinstance(value, ctypes._SimpleCData):
+            return f"{arg}.value", None, None
+    else:
+        if param.dtype is not None and isinstance(value, (complex, float, int, np.number)):
+            return f"_raw{index}({arg})", None, lambda v, d=param.dtype: np.asarray(v, dtype=d).tobytes()
+        if param.ctype is not None and isinstance(value, param.ctype):
+            return f"bytes({arg})", None, None
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return f"bytes({arg})", None, None
+    raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                       f"argument {index + 1} ({kind.__name__}) does not fit its parameter {param.name} of the "
+                       f"kernel's signature")
+
+
+def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kernel_name: str) -> Callable[..., Any]:
+    """The packing function ``plan(queue, *args) -> bytes | None`` for arguments of these types."""
+    if signature is not None and len(signature) != len(args):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"kernel '{kernel_name}' takes {len(signature)} arguments (its signature is "
+                           f"({', '.join(p.name for p in signature)})), got {len(args)}")
+    params = signature if signature is not None else tuple(_inferred(v, i) for i, v in enumerate(args))
+    namespace: dict[str, Any] = {}
+    fmt, offset, widest = "<", 0, 1
+    values, lines = [], []
+    for index, (param, value) in enumerate(zip(params, args)):
+        pad = -offset % param.align
+        fmt += f"{pad}x" if pad else ""
+        offset += pad + param.size
+        widest = max(widest, param.align)
+        fmt += param.code
+        expression, used, helper = _expression(param, value, index)
+        if helper is not None:
+            namespace[f"_raw{index}"] = helper
+        if used is not None:
+            lines.append(f"    if {used}._queues is not q: {used}._use(q)")
+        values.append(expression)
+    tail = -offset % widest
+    fmt += f"{tail}x" if tail else ""
+    names = "".join(f", a{i}" for i in range(len(args)))
+    body = f"    return _pack({', '.join(values)})" if params else "    return None"
+    source = f"def plan(q{names}):\n" + "\n".join([*lines, body]) + "\n"
+    namespace["_pack"] = struct.Struct(fmt).pack
+    exec(compile(source, f"<offloadrt packing plan of {kernel_name}>", "exec"), namespace)
+    plan: Callable[..., Any] = namespace["plan"]
+    plan.params = params  # type: ignore[attr-defined]
+    plan.format = fmt  # type: ignore[attr-defined]
+    return plan
+
+
+def explain_failure(plan: Callable[..., Any], args: tuple[Any, ...], kernel_name: str, error: Exception) -> OffloadError:
+    """Which argument made ``plan`` fail, and why, in words."""
+    from ._array import Array
+    from ._memory import Buffer
+
+    for index, (param, value) in enumerate(zip(plan.params, args)):  # type: ignore[attr-defined]
+        buffer = value._buf if isinstance(value, Array) else value
+        if isinstance(buffer, Buffer):
+            if buffer._ptr is None:
+                return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                    f"argument {index + 1} of kernel '{kernel_name}' is a closed buffer ({buffer!r})")
+            continue
+        try:
+            build_plan((param,), (value,), kernel_name)(None, value)
+        except (struct.error, TypeError, OverflowError, ValueError) as exc:
+            return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                f"argument {index + 1} of kernel '{kernel_name}' ({value!r}) does not fit its "
+                                f"parameter {param.name}: {exc}")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT, f"the arguments of kernel '{kernel_name}' cannot be packed: {error}")
+
+
+# ---- launch sizes ------------------------------------------------------------------------------
+
+_SIZES: dict[tuple[Any, Any, Any], KernelLaunchSizeArgs] = {}
+_SIZES_KEPT = 1024
+
+
+def launch_sizes(grid: Any, block: Any, shared_mem: Any) -> KernelLaunchSizeArgs:
+    """The ``KernelLaunchSizeArgs`` of a launch over ``grid`` groups of ``block`` items each (an int or a
+    tuple of up to 3), with ``shared_mem`` bytes of work-group memory; cached (never mutated)."""
+    groups, group_dims = _extent(grid, "grid")
+    items, item_dims = _extent(block, "block")
+    try:
+        shared = operator.index(shared_mem)
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"shared_mem must be an integer number of bytes, got {type(shared_mem).__name__}") from None
+    if shared < 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"shared_mem must not be negative, got {shared}")
+    sizes = KernelLaunchSizeArgs(max(group_dims, item_dims), Dimensions(*groups), Dimensions(*items), shared)
+    try:
+        if len(_SIZES) < _SIZES_KEPT:
+            _SIZES[grid, block, shared_mem] = sizes
+    except TypeError:
+        pass  # a list: not cached
+    return sizes
+
+
+def _extent(value: Any, what: str) -> tuple[tuple[int, int, int], int]:
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(items) <= 3:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"{what} has 1 to 3 extents, got {len(items)}")
+    extents = []
+    for item in items:
+        try:
+            extent = operator.index(item)
+        except TypeError:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"{what} is an int or a tuple of up to 3 ints, got {value!r}") from None
+        if not 1 <= extent < 1 << 32:
+            raise OffloadError(ErrorCode.INVALID_SIZE, f"every extent of {what} must be in 1 .. 2**32-1, got {value!r}")
+        extents.append(extent)
+    return (*extents, *(1,) * (3 - len(extents))), len(extents)  # type: ignore[return-value]

@@ -1,0 +1,207 @@
+"""DLPack export: ``__dlpack__`` capsules of buffers and arrays, made with ctypes.
+
+A capsule holds a ``DLManagedTensorVersioned`` (named ``dltensor_versioned``) when the consumer
+passes ``max_version`` >= (1, 0), else a legacy ``DLManagedTensor`` (``dltensor``). The tensor
+stays valid until the consumer calls its deleter (or the capsule is dropped unconsumed): until
+then the buffer counts one export, so closing it does not hand its memory out again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ErrorCode
+from ..types import AllocType, DeviceType, PlatformBackend
+from . import _hostmem
+from ._errors import ExportError
+
+if TYPE_CHECKING:
+    from ._memory import Buffer
+    from ._queue import Queue
+
+CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED = 1, 2, 3, 10, 11, 13
+IS_COPIED = 1 << 1
+_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+# The capsule names: module constants, so their bytes outlive every capsule.
+_LEGACY = b"dltensor"
+_VERSIONED = b"dltensor_versioned"
+
+_live: dict[int, tuple[Any, ...]] = {}  # tensor address -> what it keeps alive
+_live_lock = threading.Lock()  # guards _live
+
+
+def _delete(address: int | None) -> None:
+    """The tensors' deleter (called by the consumer, or by the capsule when it was never consumed)."""
+    if not address:
+        return
+    with _live_lock:
+        kept = _live.pop(address, None)
+    if kept is not None and kept[1] is not None:
+        _hostmem.unexport(kept[1])
+
+
+_deleter = _DELETER(_delete)
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_is_valid.argtypes, _is_valid.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_int
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.argtypes, _get_pointer.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_void_p
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.argtypes, _new_capsule.restype = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR], ctypes.py_object
+
+
+def _destroy_capsule(capsule: int | None) -> None:
+    """A capsule is going away: if nobody consumed it (renamed it ``used_...``), delete its tensor."""
+    for name in (_VERSIONED, _LEGACY):
+        if _is_valid(capsule, name):
+            _delete(_get_pointer(capsule, name))
+            return
+
+
+_capsule_destructor = _CAPSULE_DESTRUCTOR(_destroy_capsule)
+
+
+def device_of(buffer: Buffer) -> tuple[int, int]:
+    """(DLPack device type, device id) of a buffer's memory."""
+    device = buffer._device
+    if device.type == DeviceType.HOST:
+        return CPU, 0
+    kind = buffer.kind
+    if device.backend == PlatformBackend.CUDA:
+        return {AllocType.DEVICE: (CUDA, device._ordinal), AllocType.HOST: (CUDA_HOST, 0),
+                AllocType.MANAGED: (CUDA_MANAGED, 0)}[kind]
+    if device.backend == PlatformBackend.AMDGPU:
+        # DLPack has no ROCm managed type: managed memory is device memory the host can reach too
+        return (ROCM_HOST, 0) if kind == AllocType.HOST else (ROCM, device._ordinal)
+    raise ExportError(ErrorCode.UNSUPPORTED, f"DLPack has no device type for memory of {device}")
+
+
+def data_type(dtype: np.dtype[Any]) -> DLDataType:
+    code = _CODES.get(dtype.kind)
+    if code is None or not dtype.isnative:
+        raise ExportError(ErrorCode.UNSUPPORTED, f"DLPack cannot describe the dtype {dtype}")
+    return DLDataType(code, dtype.itemsize * 8, 1)
+
+
+def export(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: Any, queue: Queue | None, stream: Any,
+           max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None, copy: bool | None) -> Any:
+    """A DLPack capsule of ``shape`` elements of ``dtype`` at ``buffer.ptr + offset`` (C order)."""
+    dtype = np.dtype(dtype)
+    here = device_of(buffer)
+    buffer._checked_ptr()
+    if dl_device is not None and tuple(dl_device) != here:
+        if tuple(dl_device) != (CPU, 0):
+            raise ExportError(ErrorCode.UNSUPPORTED,
+                              f"cannot export {buffer!r} to DLPack device {tuple(dl_device)}; it lives on {here}")
+        if copy is False:
+            raise ExportError(ErrorCode.INVALID_ARGUMENT,
+                              f"{buffer!r} is not CPU memory; exporting it to the CPU needs a copy (copy=False)")
+        return _export_copy(buffer, offset, shape, dtype, queue, max_version)
+    if here[0] == CPU and stream is not None:
+        raise ExportError(ErrorCode.INVALID_ARGUMENT, f"stream must be None for CPU memory, got {stream!r}")
+    _order(buffer, queue, stream)
+    if copy:
+        return _export_copy(buffer, offset, shape, dtype, None, max_version, same_device=True)
+    return _capsule(buffer, buffer._checked_ptr(), offset, shape, dtype, here, max_version, 0, buffer)
+
+
+def _order(buffer: Buffer, queue: Queue | None, stream: Any) -> None:
+    """Make the consumer's ``stream`` safe to use the data on: wait for the work of ``queue`` (the array's
+    queue) unless the consumer opted out (-1) or uses that queue's own stream."""
+    if stream == -1 or queue is None:
+        return
+    handle = queue._handle
+    if handle is None:
+        if queue._final_event is not None:
+            queue._final_event.sync()
+        return
+    if isinstance(stream, int) and stream > 2:
+        from ._queue import native_stream
+
+        try:
+            if native_stream(handle) == stream:
+                return
+        except AttributeError:
+            pass
+    queue.sync()
+
+
+def _export_copy(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: np.dtype[Any], queue: Queue | None,
+                 max_version: tuple[int, int] | None, same_device: bool = False) -> Any:
+    from ._array import Array
+
+    source = Array(buffer, shape, dtype, offset=offset, queue=queue)
+    if same_device:
+        copied = buffer._device.allocate(source.nbytes, buffer.kind)
+        copied.copy_from(source)
+        return _capsule(copied, copied._checked_ptr(), 0, shape, dtype, device_of(copied), max_version, IS_COPIED,
+                        copied, owned=True)
+    host = source.numpy()
+    address = int(host.__array_interface__["data"][0]) if host.nbytes else 0
+    return _capsule(host, address, 0, shape, dtype, (CPU, 0), max_version, IS_COPIED, None)
+
+
+def _capsule(owner: Any, ptr: int, offset: int, shape: tuple[int, ...], dtype: np.dtype[Any], device: tuple[int, int],
+             max_version: tuple[int, int] | None, flags: int, exported: Buffer | None, owned: bool = False) -> Any:
+    ndim = len(shape)
+    shape_array = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    strides_array = (ctypes.c_int64 * max(ndim, 1))(*reversed(strides))
+    empty = 0 in shape
+    tensor = DLTensor(None if empty else ptr, DLDevice(*device), ndim, data_type(dtype),
+                      ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64)),
+                      ctypes.cast(strides_array, ctypes.POINTER(ctypes.c_int64)), 0 if empty else offset)
+    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    if versioned:
+        managed: Any = DLManagedTensorVersioned(DLPackVersion(1, 0), None, _deleter, flags, tensor)
+    else:
+        managed = DLManagedTensor(tensor, None, _deleter)
+    address = ctypes.addressof(managed)
+    if exported is not None and not owned:
+        _hostmem.export(exported)
+    with _live_lock:
+        _live[address] = (managed, None if owned else exported, shape_array, strides_array, owner)
+    try:
+        return _new_capsule(address, _VERSIONED if versioned else _LEGACY, _capsule_destructor)
+    except BaseException:
+        _delete(address)
+        raise

@@ -1,0 +1,405 @@
+"""Device memory: :class:`Buffer` and the per-device :class:`MemoryPool` it comes from."""
+
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from .. import api
+from ..errors import ErrorCode, OffloadError, OffloadWarning
+from ..types import AllocType, DeviceType, EventInfo
+from . import _hostmem, _queue, _runtime
+from ._errors import NotAvailableError, with_context
+
+if TYPE_CHECKING:
+    from ._device import Device
+    from ._queue import Queue
+
+_SMALLEST = 512  # bytes: the smallest size class
+_LARGE = 32 << 20  # above this, size classes are multiples of _LARGE_STEP instead of powers of two
+_LARGE_STEP = 2 << 20
+_SCAN = 8  # cached blocks of a size class looked at per allocation
+
+
+def size_class(nbytes: int) -> int:
+    """The block size the pool uses for ``nbytes``: a power of two from 512 bytes to 32 MiB, then
+    multiples of 2 MiB."""
+    if nbytes <= _SMALLEST:
+        return _SMALLEST
+    if nbytes <= _LARGE:
+        return 1 << (nbytes - 1).bit_length()
+    return -(-nbytes // _LARGE_STEP) * _LARGE_STEP
+
+
+class MemoryPool:
+    """A device's cache of freed blocks, one free list per memory kind and size class.
+
+    :meth:`Device.allocate` takes a cached block of the right size class, or allocates one with
+    ``olMemAlloc``; :meth:`Buffer.close` gives it back. Reuse is ordered by queues: a block freed
+    while queues may still use it carries an event recorded on each of them at the free; the queue
+    it was freed on may reuse it at once (its order protects it), any other use waits until the
+    events have completed. When the device is out of memory the pool gives its cache back and
+    retries once before raising ``OUT_OF_RESOURCES``.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self._device = device
+        self._handle = device.handle
+        self._host_device = device.type == DeviceType.HOST
+        self._lock = threading.Lock()  # guards _cached, _used, _cached_bytes and _dead
+        self._cached: dict[tuple[AllocType, int], list[tuple[int, Any, tuple[Any, ...]]]] = {}
+        self._used = 0
+        self._cached_bytes = 0
+        self._dead = False
+
+    @property
+    def device(self) -> Device:
+        """The device whose memory this pool holds."""
+        return self._device
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes in the buffers the pool has handed out and that are not closed (in size classes)."""
+        return self._used
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes in freed blocks the pool keeps for reuse."""
+        return self._cached_bytes
+
+    def release(self) -> int:
+        """Give every cached block back to the device (``olMemFree``); returns the bytes released.
+
+        Memory in use is untouched. A block that queued work may still use is safe to free: the
+        runtime releases it once that work is done.
+        """
+        with self._lock:
+            blocks = [(size, block) for (_, size), free in self._cached.items() for block in free]
+            self._cached.clear()
+            self._cached_bytes = 0
+        errors: list[OffloadError] = []
+        for _, (ptr, _, events) in blocks:
+            _destroy_events(events)
+            try:
+                api.olMemFree(ptr)
+            except OffloadError as exc:
+                errors.append(exc)
+        if errors:
+            raise OffloadError.join(errors, f"MemoryPool.release on {self._device}: freeing cached blocks failed")
+        return sum(size for size, _ in blocks)
+
+    def allocate(self, nbytes: int, kind: AllocType = AllocType.DEVICE, queue: Queue | None = None) -> Buffer:
+        """The same as :meth:`Device.allocate` on the pool's device."""
+        nbytes = _byte_count(nbytes)
+        if kind.__class__ is not AllocType:
+            kind = _alloc_type(kind)
+        if queue is not None:
+            _queue.check(queue, self._device, "allocate with")
+        if nbytes == 0:
+            return Buffer(self._device, 0, 0, kind, None, 0)
+        size = size_class(nbytes)
+        block = None
+        with self._lock:
+            if self._dead:
+                raise _runtime.stale()
+            free = self._cached.get((kind, size))
+            if free:
+                block = self._take(free, queue)
+                if block is not None:
+                    self._cached_bytes -= size
+            self._used += size
+        if block is None:
+            try:
+                ptr = self._allocate(kind, size, nbytes)
+            except BaseException:
+                with self._lock:
+                    self._used -= size
+                raise
+        else:
+            ptr, _, events = block
+            if events:
+                _destroy_events(events)
+        buffer = Buffer(self._device, ptr, nbytes, kind, self, size)
+        if queue is not None:
+            buffer._queues = queue
+        return buffer
+
+    def _take(self, free: list[tuple[int, Any, tuple[Any, ...]]], queue: Queue | None) -> Any:
+        """A reusable block of ``free`` (removed from it), or None. Called with the lock held; the event
+        queries do not wait."""
+        for index in range(len(free) - 1, max(-1, len(free) - 1 - _SCAN), -1):
+            _, owner, events = free[index]
+            if not events or (owner is queue and queue is not None and queue._handle is not None):
+                return free.pop(index)
+            try:
+                if all(api.olGetEventInfo(event, EventInfo.IS_COMPLETE) for event in events):
+                    return free.pop(index)
+            except OffloadError:
+                continue
+        return None
+
+    def _allocate(self, kind: AllocType, size: int, nbytes: int) -> int:
+        try:
+            return int(api.olMemAlloc(self._handle, kind, size))
+        except OffloadError as exc:
+            if exc.code != ErrorCode.OUT_OF_RESOURCES:
+                raise with_context(exc, f"allocating {nbytes} bytes of {kind.name} memory on {self._device}") from exc
+            first = exc
+        released = self.release()
+        try:
+            return int(api.olMemAlloc(self._handle, kind, size))
+        except OffloadError as exc:
+            raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
+                               f"{self._device} could not allocate {nbytes} bytes of {kind.name} memory (a {size}-byte "
+                               f"block), even after the pool gave back its cache ({released} bytes): {exc.details}. "
+                               f"Close buffers you no longer need, or allocate less") from first
+
+    def _free(self, ptr: int, size: int, kind: AllocType, queues: Any) -> None:
+        """Take back the block of a closed buffer that was used on ``queues`` (None, a Queue, or a set)."""
+        if self._dead:
+            return
+        if queues is None:
+            owner, events = None, ()
+        else:
+            many = queues if type(queues) is set else (queues,)
+            marks = [queue._mark() for queue in many]
+            if any(mark is False for mark in marks):  # a failed queue: its work may still touch the block
+                _destroy_events(tuple(m for m in marks if m not in (None, False)))
+                with self._lock:
+                    self._used -= size
+                warnings.warn(f"offloadrt: a {size}-byte block of {self._device} was used on a queue that failed; "
+                              f"it is not reused (the runtime frees it at shutdown)", OffloadWarning, stacklevel=4)
+                return
+            events = tuple(m for m in marks if m is not None)
+            owner = many[0] if len(many) == 1 and many[0]._handle is not None else None
+        with self._lock:
+            if self._dead:
+                return
+            self._used -= size
+            self._cached_bytes += size
+            self._cached.setdefault((kind, size), []).append((ptr, owner, events))
+
+    def _abandon(self) -> None:
+        """The runtime was shut down: it freed every block; forget them."""
+        with self._lock:
+            self._dead = True
+            self._cached.clear()
+            self._used = 0
+            self._cached_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"<MemoryPool of {self._device}: {self._used} bytes used, {self._cached_bytes} bytes cached>"
+
+
+def _destroy_events(events: tuple[Any, ...]) -> None:
+    for event in events:
+        try:
+            api.olDestroyEvent(event)
+        except OffloadError:
+            pass  # the runtime was shut down meanwhile: the event is gone with it
+
+
+def _byte_count(nbytes: object) -> int:
+    try:
+        count = operator.index(nbytes)  # type: ignore[arg-type]
+    except TypeError:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"nbytes must be an integer number of bytes, got {type(nbytes).__name__}") from None
+    if count < 0:
+        raise OffloadError(ErrorCode.INVALID_SIZE, f"nbytes must not be negative, got {count}")
+    return count
+
+
+def _alloc_type(kind: object) -> AllocType:
+    try:
+        return AllocType(operator.index(kind))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise OffloadError(ErrorCode.INVALID_ENUMERATION,
+                           f"kind must be an AllocType (DEVICE, HOST or MANAGED), got {kind!r}") from None
+
+
+class Buffer:
+    """Memory of one device: ``nbytes`` bytes at ``ptr``, of a ``kind`` (``AllocType``).
+
+    Make one with :meth:`Device.allocate`; :meth:`close` (or the end of a ``with`` block) gives it
+    back to the pool. ``copy_from``, ``copy_to`` and ``fill`` run at once, or in order on a
+    ``queue``. Memory the host can reach (every buffer of the host device, ``HOST`` and ``MANAGED``
+    buffers of a GPU) can be viewed without a copy: ``numpy.asarray(buffer)`` (and, on Python 3.12
+    and later, ``memoryview(buffer)``). Every buffer has ``__dlpack__``. A buffer keeps its device
+    alive; a buffer closed while views or DLPack capsules of it exist stays valid for them and
+    returns to its pool when the last one is gone.
+    """
+
+    __slots__ = ("_ptr", "nbytes", "_device", "kind", "_pool", "_size", "_queues", "_exports", "_closed_ptr",
+                 "_owner", "__weakref__")
+
+    def __init__(self, device: Device, ptr: int, nbytes: int, kind: AllocType, pool: MemoryPool | None, size: int,
+                 owner: object = None) -> None:
+        self._device = device
+        self._ptr: int | None = ptr
+        self.nbytes = nbytes
+        self.kind = kind
+        self._pool = pool
+        self._size = size
+        self._queues: Any = None  # None, the Queue it was used on, or a set of them
+        self._exports = 0
+        self._closed_ptr: int | None = None
+        self._owner = owner  # what the memory belongs to when the pool does not own it (a Program)
+
+    @property
+    def ptr(self) -> int:
+        """The address of the memory on its device (0 for an empty buffer)."""
+        return self._checked_ptr()
+
+    @property
+    def device(self) -> Device:
+        """The device the memory belongs to."""
+        return self._device
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._ptr is None
+
+    def _checked_ptr(self) -> int:
+        ptr = self._ptr
+        if ptr is None:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{self!r} is closed; allocate a new buffer")
+        if self._device._runtime.closed:
+            raise _runtime.stale()
+        return ptr
+
+    @property
+    def _host_reachable(self) -> bool:
+        return self._device.type == DeviceType.HOST or self.kind != AllocType.DEVICE
+
+    def close(self) -> None:
+        """Give the memory back to the pool; the buffer cannot be used afterwards. Closing twice is
+        allowed. Work already queued on it is safe: the block is reused only after that work."""
+        ptr = self._ptr
+        if ptr is None:
+            return
+        self._ptr = None
+        if self._pool is None or ptr == 0:
+            return
+        if self._exports:
+            with _hostmem._exports_lock:
+                if self._exports:
+                    self._closed_ptr = ptr
+                    return
+        self._give_back(ptr)
+
+    def _give_back(self, ptr: int) -> None:
+        pool = self._pool
+        if pool is not None:
+            pool._free(ptr, self._size, self.kind, self._queues)
+
+    def _use(self, queue: Queue) -> None:
+        """Note that work on ``queue`` uses this buffer (its block is reused only after that work)."""
+        used = self._queues
+        if used is queue:
+            return
+        if used is None:
+            self._queues = queue
+        elif type(used) is set:
+            used.add(queue)
+        else:
+            self._queues = {used, queue}
+
+    def __enter__(self) -> Buffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if self._ptr and self._pool is not None:
+            try:
+                self.close()
+            except Exception as exc:  # noqa: BLE001  # a finaliser must not raise: leak and say so
+                try:
+                    warnings.warn(f"offloadrt: could not return a garbage-collected buffer to its pool "
+                                  f"({exc}); its memory is leaked until shutdown", OffloadWarning, stacklevel=2)
+                except Exception:  # noqa: BLE001, S110  # interpreter shutdown: nothing left to warn with
+                    pass
+
+    # ---- copies and fills ----------------------------------------------------------------------
+
+    def copy_from(self, src: Any, queue: Queue | None = None) -> None:
+        """Copy all of ``src`` into this buffer: a :class:`Buffer`, an :class:`Array`, or a host object
+        with the buffer protocol (a NumPy array, ``bytes``...). Sizes must match.
+
+        Without ``queue`` the copy is done when the call returns; with one it runs in the queue's
+        order, and a host object is kept alive until it has run.
+        """
+        from ._copy import copy
+
+        copy(self, src, queue, into=True)
+
+    def copy_to(self, dst: Any, queue: Queue | None = None) -> None:
+        """Copy this buffer into ``dst`` (a :class:`Buffer`, an :class:`Array`, or a writable host object
+        with the buffer protocol, such as a NumPy array). Sizes must match. ``queue`` as for
+        :meth:`copy_from`."""
+        from ._copy import copy
+
+        copy(self, dst, queue, into=False)
+
+    def fill(self, pattern: Any, queue: Queue | None = None) -> None:
+        """Fill the buffer with repeated copies of ``pattern``: an int 0..255 (one byte), a NumPy scalar
+        (its bytes, e.g. ``numpy.float32(1.0)``) or any bytes-like object. ``nbytes`` must be a
+        multiple of the pattern's length. ``queue`` as for :meth:`copy_from`."""
+        from ._copy import fill
+
+        fill(self, 0, self.nbytes, pattern, queue)
+
+    # ---- interchange ---------------------------------------------------------------------------
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of the buffer as a 1-D array of ``nbytes`` uint8 (zero-copy)."""
+        from ._dlpack import export
+
+        return export(self, 0, (self.nbytes,), "|u1", None, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device id) of the memory: CPU, CUDA, CUDAHost, CUDAManaged, ROCM, ROCMHost."""
+        from ._dlpack import device_of
+
+        return device_of(self)
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        if not self._host_reachable:
+            raise NotAvailableError(ErrorCode.INVALID_ARGUMENT, _unreachable(self))
+        return {"shape": (self.nbytes,), "typestr": "|u1", "version": 3,
+                "data": _hostmem.keeper(self, 0, self.nbytes)}
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        import numpy as np
+
+        if not self._host_reachable:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, _unreachable(self))
+        view = np.asarray(_hostmem.keeper(self, 0, self.nbytes)).view(np.uint8) if self.nbytes else \
+            np.empty(0, np.uint8)
+        return np.array(view, dtype=dtype, copy=True) if copy or dtype is not None else view
+
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview:
+            if not self._host_reachable:
+                raise OffloadError(ErrorCode.INVALID_ARGUMENT, _unreachable(self))
+            return memoryview(_hostmem.keeper(self, 0, self.nbytes)).cast("B")
+
+        def __release_buffer__(self, view: memoryview, /) -> None:
+            view.release()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ptr is None else f"at {self._ptr:#x}"
+        return f"<Buffer of {self.nbytes} bytes of {self.kind.name} memory on {self._device}, {state}>"
+
+
+def _unreachable(buffer: Buffer) -> str:
+    return (f"{buffer!r} is device memory the host cannot reach; copy it with buffer.copy_to(numpy_array) "
+            f"(or Array.numpy()), or allocate HOST or MANAGED memory to share it with the host")

@@ -1,0 +1,175 @@
+"""Device code: :class:`Program` (a loaded image) and :class:`Kernel` (one of its kernels)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import api
+from ..errors import ErrorCode, OffloadError, OffloadWarning
+from ..types import AllocType, SymbolInfo, SymbolKind
+from . import _args
+from ._errors import with_context
+
+if TYPE_CHECKING:
+    from ._device import Device
+    from ._memory import Buffer
+
+
+class Program:
+    """Device code loaded on one device by :meth:`Device.load`.
+
+    ``kernel(name)`` finds a kernel, ``global_var(name)`` a global variable's memory. ``close()`` (or
+    the end of a ``with`` block) unloads it: launches already queued still run, and its kernels and
+    global variables cannot be used afterwards. A program is unloaded when it is garbage collected
+    too; its kernels and global-variable buffers keep it alive.
+    """
+
+    def __init__(self, device: Device, handle: api.Program) -> None:
+        self._device = device
+        self._handle: api.Program | None = handle
+        self._kernels: dict[str, Kernel] = {}
+        self._lock = threading.Lock()  # guards _kernels
+
+    @classmethod
+    def _load(cls, device: Device, image: Any) -> Program:
+        device._runtime.check()
+        if isinstance(image, os.PathLike):
+            with open(image, "rb") as file:
+                data: Any = file.read()
+        elif isinstance(image, str):
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               "an image is bytes (PTX text too: encode it) or a pathlib.Path to read them from, "
+                               "not a str")
+        else:
+            data = image
+        try:
+            handle = api.olCreateProgram(device.handle, data)
+        except OffloadError as exc:
+            raise with_context(exc, f"loading a program on {device}") from exc
+        return cls(device, handle)
+
+    @property
+    def device(self) -> Device:
+        """The device the program is loaded on."""
+        return self._device
+
+    @property
+    def handle(self) -> api.Program:
+        """The ``ol*`` API's program."""
+        return self._live()
+
+    def _live(self) -> api.Program:
+        handle = self._handle
+        if handle is None:
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{self!r} is closed; load the image again")
+        self._device._runtime.check()
+        return handle
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel ``name`` (the same object every time); ``NOT_FOUND`` if the program has none."""
+        found = self._kernels.get(name)
+        if found is not None and self._handle is not None:
+            return found
+        handle = self._live()
+        try:
+            symbol = api.olGetSymbol(handle, name, SymbolKind.KERNEL)
+        except OffloadError as exc:
+            raise with_context(exc, f"finding kernel {name!r} in {self!r}") from exc
+        with self._lock:
+            return self._kernels.setdefault(name, Kernel(self, symbol, name))
+
+    def global_var(self, name: str) -> Buffer:
+        """The memory of the global variable ``name``: a Buffer of its address and size on the device.
+        It stays valid while the program is loaded (the buffer keeps the program alive); closing it
+        frees nothing."""
+        from ._memory import Buffer
+
+        handle = self._live()
+        try:
+            symbol = api.olGetSymbol(handle, name, SymbolKind.GLOBAL_VARIABLE)
+            address = api.olGetSymbolInfo(symbol, SymbolInfo.GLOBAL_VARIABLE_ADDRESS)
+            size = api.olGetSymbolInfo(symbol, SymbolInfo.GLOBAL_VARIABLE_SIZE)
+        except OffloadError as exc:
+            raise with_context(exc, f"finding global variable {name!r} in {self!r}") from exc
+        return Buffer(self._device, int(address), int(size), AllocType.DEVICE, None, 0, owner=self)
+
+    def close(self) -> None:
+        """Unload the program (``olDestroyProgram``) without waiting; closing twice is allowed."""
+        handle, self._handle = self._handle, None
+        if handle is None or self._device._runtime.closed:
+            return
+        try:
+            api.olDestroyProgram(handle)
+        except OffloadError as exc:
+            raise with_context(exc, f"unloading {self!r}") from exc
+
+    def __enter__(self) -> Program:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            try:
+                self.close()
+            except Exception as exc:  # noqa: BLE001  # a finaliser must not raise
+                try:
+                    warnings.warn(f"offloadrt: unloading a garbage-collected program failed: {exc}", OffloadWarning,
+                                  stacklevel=2)
+                except Exception:  # noqa: BLE001, S110  # interpreter shutdown
+                    pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else str(self._handle).split(" on ")[0]
+        return f"<Program on {self._device} ({state})>"
+
+
+class Kernel:
+    """A kernel of a :class:`Program`; launch it with :meth:`Queue.launch`.
+
+    ``signature`` gives the C types of its parameters, e.g. ``("float32", "ptr", "ptr", "uint32")``
+    for ``saxpy(float a, const float *x, float *y, uint32_t n)``: with it, plain Python numbers are
+    packed as those types. ``"ptr"`` (or any C pointer type such as ``"float*"``) is a pointer
+    parameter (pass a Buffer or Array); number types are NumPy or C names. A kernel keeps its
+    program alive.
+    """
+
+    def __init__(self, program: Program, symbol: api.Symbol, name: str) -> None:
+        self._program = program
+        self._handle = symbol
+        self.name = name
+        self._signature: tuple[Any, ...] | None = None
+        self._params: tuple[_args.Param, ...] | None = None
+        self._plans: dict[tuple[type, ...], Any] = {}
+
+    @property
+    def program(self) -> Program:
+        """The program the kernel belongs to."""
+        return self._program
+
+    @property
+    def handle(self) -> api.Symbol:
+        """The ``ol*`` API's kernel symbol."""
+        self._program._live()
+        return self._handle
+
+    @property
+    def signature(self) -> tuple[Any, ...] | None:
+        """The parameter types, or None when unknown (then plain Python numbers cannot be passed)."""
+        return self._signature
+
+    @signature.setter
+    def signature(self, value: Sequence[Any] | None) -> None:
+        params = _args.parse_signature(value)
+        self._signature = None if value is None else tuple(value)
+        self._params = params
+        self._plans = {}
+
+    def __repr__(self) -> str:
+        signature = "" if self._signature is None else f" ({', '.join(map(str, self._signature))})"
+        return f"<Kernel {self.name!r}{signature} of {self._program!r}>"

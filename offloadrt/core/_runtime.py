@@ -1,0 +1,146 @@
+"""The layer's share of the runtime: one ``olInit`` on first use, drained and released at exit.
+
+The layer holds one reference of the reference-counted runtime (``olInit``/``olShutDown`` nest),
+so it coexists with a program's own ``olInit``/``olShutDown`` pairs: neither ends the other's use.
+Its exit handler is registered after its first ``olInit``; ``atexit`` runs handlers last-registered
+first, so the layer drains its queues and gives its reference back before the runtime's own exit
+check looks for queued work that will never run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import warnings
+import weakref
+from typing import TYPE_CHECKING
+
+from .. import api
+from ..errors import ErrorCode, OffloadError, OffloadWarning
+from ..types import DeviceInfo, DeviceType, PlatformInfo
+
+if TYPE_CHECKING:
+    from ._device import Device
+    from ._queue import Queue
+
+_lock = threading.Lock()  # guards _current and _exit_registered
+_current: Runtime | None = None
+_exit_registered = False
+
+
+class Runtime:
+    """What one ``olInit`` of the layer owns: its devices and the queues it must drain."""
+
+    def __init__(self) -> None:
+        from ._device import Device
+
+        self.closed = False
+        self.live_queues: weakref.WeakSet[Queue] = weakref.WeakSet()  # open queues, synced at exit
+        self.queues_lock = threading.Lock()  # guards live_queues
+        handles: list[api.Device] = []
+        api.olIterateDevices(lambda handle, _: handles.append(handle))
+        ordinals: dict[object, int] = {}
+        self.devices: list[Device] = []
+        for handle in handles:
+            platform = api.olGetDeviceInfo(handle, DeviceInfo.PLATFORM)
+            ordinal = ordinals.get(platform, 0)
+            ordinals[platform] = ordinal + 1
+            self.devices.append(Device(self, handle, api.olGetPlatformInfo(platform, PlatformInfo.BACKEND),
+                                       api.olGetPlatformInfo(platform, PlatformInfo.NAME),
+                                       api.olGetDeviceInfo(handle, DeviceInfo.TYPE), ordinal))
+        self.host = next(d for d in self.devices if d.type == DeviceType.HOST)
+
+    def add_queue(self, queue: Queue) -> None:
+        with self.queues_lock:
+            self.live_queues.add(queue)
+
+    def drop_queue(self, queue: Queue) -> None:
+        with self.queues_lock:
+            self.live_queues.discard(queue)
+
+    def check(self) -> None:
+        """``INVALID_DEVICE`` once this runtime was shut down (its objects are dead)."""
+        if self.closed:
+            raise stale()
+
+
+def stale() -> OffloadError:
+    return OffloadError(ErrorCode.INVALID_DEVICE, "this object belongs to an offloadrt runtime that was shut down; "
+                                                  "get new devices with offloadrt.devices() or offloadrt.device()")
+
+
+def runtime() -> Runtime:
+    """The layer's running runtime, started (``olInit``) on first use."""
+    current = _current
+    if current is not None:
+        return current
+    return _start()
+
+
+def _start() -> Runtime:
+    global _current, _exit_registered
+    with _lock:
+        if _current is not None:
+            return _current
+        api.olInit()
+        try:
+            started = Runtime()
+        except BaseException:
+            api.olShutDown()
+            raise
+        if not _exit_registered:  # after olInit: runs before the runtime's own exit check
+            atexit.register(_at_exit)
+            _exit_registered = True
+        _current = started
+        return started
+
+
+def _at_exit() -> None:
+    try:
+        shutdown()
+    except OffloadError as exc:
+        warnings.warn(f"offloadrt: releasing the Python layer's runtime at exit failed: {exc}", OffloadWarning,
+                      stacklevel=1)
+
+
+def discard(dead: Runtime) -> None:
+    """Forget ``dead``, a runtime that ended under the layer (a program's extra ``olShutDown``), without
+    giving back a reference it no longer holds; the next use starts afresh."""
+    global _current
+    with _lock:
+        if _current is dead:
+            _current = None
+    dead.closed = True
+    for device in dead.devices:
+        if device._pool is not None:
+            device._pool._abandon()
+
+
+def shutdown() -> None:
+    """Drain the layer's queues and give its runtime reference back (``olShutDown``).
+
+    Objects made before become stale: using them raises ``INVALID_DEVICE`` (or the stale-handle
+    error of the ``ol*`` call). The next use of the layer starts a fresh runtime. Called at exit;
+    tests call it to leave no runtime behind.
+    """
+    global _current
+    with _lock:
+        current, _current = _current, None
+    if current is None:
+        return
+    current.closed = True
+    with current.queues_lock:
+        queues = list(current.live_queues)
+        current.live_queues.clear()
+    unseen: list[str] = []
+    for queue in queues:
+        failure = queue._drain()
+        if failure is not None:
+            unseen.append(failure)
+    for device in current.devices:
+        pool = device._pool
+        if pool is not None:
+            pool._abandon()
+    for text in unseen:
+        warnings.warn(f"offloadrt: {text}", OffloadWarning, stacklevel=2)
+    api.olShutDown()
