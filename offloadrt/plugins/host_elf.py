@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ErrorCode, OffloadError
 
@@ -106,9 +106,8 @@ class Layout:
         return name, info, other, shndx, value, size
 
 
-@dataclass(frozen=True)
-class Segment:
-    index: int
+class Segment(NamedTuple):
+    number: int  # its place in the program header table
     type: int
     flags: int
     offset: int
@@ -118,12 +117,11 @@ class Segment:
     align: int
 
     def describe(self) -> str:
-        return f"program header {self.index} ({SEGMENT_NAMES.get(self.type, hex(self.type))})"
+        return f"program header {self.number} ({SEGMENT_NAMES.get(self.type, hex(self.type))})"
 
 
-@dataclass(frozen=True)
-class Section:
-    index: int
+class Section(NamedTuple):
+    number: int  # its section index
     name: int
     type: int
     flags: int
@@ -353,7 +351,7 @@ def read_sections(data: bytes, layout: Layout, header: tuple[int, ...]) -> list[
     entry_sizes = {SHT_SYMTAB: layout.sym.size, SHT_DYNSYM: layout.sym.size, SHT_RELA: layout.rela.size,
                    SHT_REL: layout.rel.size, SHT_DYNAMIC: layout.dyn.size, SHT_GNU_VERSYM: 2, SHT_SYMTAB_SHNDX: 4}
     for sec in sections[1:]:
-        what = f"section {sec.index}"
+        what = f"section {sec.number}"
         if sec.type != SHT_NOBITS and sec.size and sec.offset + sec.size > size:
             raise invalid(f"truncated image: {what} ends at byte {sec.offset + sec.size}, the image has {size}")
         if sec.link >= shnum or ((sec.type in (SHT_REL, SHT_RELA) or sec.flags & SHF_INFO_LINK)
@@ -380,7 +378,7 @@ def check_section_placement(image: ElfImage) -> None:
     """Allocated sections lie where their loadable segment maps them; symbol names lie in their string table."""
     data = image.data
     for sec in image.sections[1:]:
-        what = f"section {sec.index}"
+        what = f"section {sec.number}"
         if sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS and sec.size:
             if image.file_offset(sec.addr, sec.size, what) != sec.offset:
                 raise invalid(f"{what}: file offset {sec.offset:#x} does not match where its loadable segment "

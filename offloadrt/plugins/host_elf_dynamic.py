@@ -575,12 +575,12 @@ def _check_sections(image: ElfImage, dynamic: Segment, tags: dict[int, int], cou
         raise invalid("more than one SHT_DYNAMIC or SHT_DYNSYM section")
     for sec in dynamic_sections:
         if sec.addr != dynamic.vaddr or sec.offset != dynamic.offset or sec.size > dynamic.filesz:
-            raise invalid(f"section {sec.index} (SHT_DYNAMIC) is not the PT_DYNAMIC segment")
+            raise invalid(f"section {sec.number} (SHT_DYNAMIC) is not the PT_DYNAMIC segment")
     for sec in symbol_sections:
         names = sections[sec.link]
         if (sec.addr != tags[DT_SYMTAB] or sec.size // image.layout.sym.size != count
                 or names.addr != tags[DT_STRTAB] or names.size != tags[DT_STRSZ]):  # count: >= hashed, used
-            raise invalid(f"section {sec.index} (SHT_DYNSYM) or its string table is not the table the dynamic "
+            raise invalid(f"section {sec.number} (SHT_DYNSYM) or its string table is not the table the dynamic "
                           f"loader uses (DT_SYMTAB, DT_STRTAB, DT_STRSZ, the hash table's symbol count)")
 
 
