@@ -153,7 +153,9 @@ def _expression(param: Param, value: object, index: int) -> tuple[str, str | Non
 
 
 def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kernel_name: str) -> Callable[..., Any]:
-    """The packing function ``plan(queue, *args) -> bytes | None`` for arguments of these types."""
+    """The packing function ``plan(queue, *args) -> bytes | None`` for arguments of these types; it also
+    notes the queue on the buffers it packs. ``plan.params``, ``plan.format`` and ``plan.parts`` (the
+    packed expressions and the buffers they use) describe it."""
     if signature is not None and len(signature) != len(args):
         raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                            f"kernel '{kernel_name}' takes {len(signature)} arguments (its signature is "
@@ -161,30 +163,82 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
     params = signature if signature is not None else tuple(_inferred(v, i) for i, v in enumerate(args))
     namespace: dict[str, Any] = {}
     fmt, offset, widest = "<", 0, 1
-    values, lines = [], []
+    values, used = [], []
     for index, (param, value) in enumerate(zip(params, args)):
         pad = -offset % param.align
         fmt += f"{pad}x" if pad else ""
         offset += pad + param.size
         widest = max(widest, param.align)
         fmt += param.code
-        expression, used, helper = _expression(param, value, index)
+        expression, buffer, helper = _expression(param, value, index)
         if helper is not None:
             namespace[f"_raw{index}"] = helper
-        if used is not None:
-            lines.append(f"    if {used}._queues is not q: {used}._use(q)")
+        if buffer is not None:
+            used.append(buffer)
         values.append(expression)
     tail = -offset % widest
     fmt += f"{tail}x" if tail else ""
+    namespace["_pack"] = struct.Struct(fmt).pack
     names = "".join(f", a{i}" for i in range(len(args)))
+    lines = [f"    if {b}._queues is not q: {b}._use(q)" for b in used]
     body = f"    return _pack({', '.join(values)})" if params else "    return None"
     source = f"def plan(q{names}):\n" + "\n".join([*lines, body]) + "\n"
-    namespace["_pack"] = struct.Struct(fmt).pack
     exec(compile(source, f"<offloadrt packing plan of {kernel_name}>", "exec"), namespace)
     plan: Callable[..., Any] = namespace["plan"]
     plan.params = params  # type: ignore[attr-defined]
     plan.format = fmt  # type: ignore[attr-defined]
+    plan.parts = (values, used, namespace)  # type: ignore[attr-defined]
     return plan
+
+
+def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], symbol: Any, key: tuple[Any, Any, Any],
+                      sizes: KernelLaunchSizeArgs, launch: Callable[..., Any], kernel_name: str) -> Callable[..., Any]:
+    """A launcher for arguments of these types: ``fast(queue, grid, block, shared_mem, args)`` launches and
+    returns True, or returns False (nothing done) when anything differs from what it was built for."""
+    values, used, packing = plan.parts  # type: ignore[attr-defined]
+    namespace: dict[str, Any] = {**packing, "_launch": launch, "_symbol": symbol, "_sizes": sizes,
+                                 "_grid": key[0], "_block": key[1], "_shared": key[2], "_cached_sizes": _SIZES.get,
+                                 "_errors": (struct.error, TypeError, AttributeError, OverflowError, ValueError)}
+    names = [f"a{i}" for i in range(len(args))]
+    checks = []
+    for index, value in enumerate(args):
+        namespace[f"_T{index}"] = type(value)
+        checks.append(f"type(a{index}) is not _T{index}")
+    # everything the launcher reads is a default argument: a local, the fastest lookup there is
+    bound = ", ".join(f"{name}={name}" for name in ["type", *namespace])
+    unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else \
+        "    if args:\n        return False\n"
+    blob = f"_pack({', '.join(values)})" if values else "None"
+    source = (
+        f"def fast(q, grid, block, shared, args, *, {bound}):\n"
+        + unpack
+        + (f"    if {' or '.join(checks)}:\n        return False\n" if checks else "")
+        + "    if grid == _grid and block == _block and shared == _shared:\n"
+        "        sizes = _sizes\n"
+        "    else:\n"
+        "        sizes = _cached_sizes((grid, block, shared))\n"
+        "        if sizes is None:\n"
+        "            return False\n"
+        "    handle = q._handle\n"
+        "    if handle is None:\n"
+        "        return False\n"
+        "    try:\n"
+        f"        blob = {blob}\n"
+        "    except _errors:\n"
+        "        return False\n"
+        + "".join(f"    if {b}._queues is not q:\n        {b}._use(q)\n" for b in used)
+        + "    _launch(handle, q._device_handle, _symbol, blob, sizes)\n"
+        "    return True\n"
+    )
+    namespace["type"] = type
+    exec(compile(source, f"<offloadrt launcher of {kernel_name}>", "exec"), namespace)
+    fast: Callable[..., Any] = namespace["fast"]
+    return fast
+
+
+def not_built(*_: Any) -> bool:
+    """The launcher of a kernel before its first launch: always a miss."""
+    return False
 
 
 def explain_failure(plan: Callable[..., Any], args: tuple[Any, ...], kernel_name: str, error: Exception) -> OffloadError:

@@ -49,6 +49,7 @@ class Array:
                                f"offset {start} must be a non-negative multiple of the element size "
                                f"({self.dtype.itemsize} bytes of {self.dtype})")
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        buffer._checked_ptr()
         if start + self.nbytes > buffer.nbytes:
             raise OffloadError(ErrorCode.INVALID_SIZE,
                                f"{self.shape} elements of {self.dtype} from offset {start} need {start + self.nbytes} "
@@ -89,6 +90,7 @@ class Array:
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     def numpy(self, queue: Queue | None = None) -> np.ndarray:

@@ -120,7 +120,10 @@ class Device:
         block freed on that queue is reused at once, one freed on another queue only once the work
         before its free has completed. The contents are not initialised.
         """
-        return self.memory_pool.allocate(nbytes, kind, queue)
+        pool = self._pool
+        if pool is None:
+            pool = self.memory_pool
+        return pool.allocate(nbytes, kind, queue)
 
     def queue(self) -> Queue:
         """A new in-order :class:`Queue` of work on this device (use it in a ``with`` block)."""

@@ -100,7 +100,7 @@ _capsule_destructor = _CAPSULE_DESTRUCTOR(_destroy_capsule)
 def device_of(buffer: Buffer) -> tuple[int, int]:
     """(DLPack device type, device id) of a buffer's memory."""
     device = buffer._device
-    if device.type == DeviceType.HOST:
+    if device.type in (DeviceType.HOST, DeviceType.CPU):
         return CPU, 0
     kind = buffer.kind
     if device.backend == PlatformBackend.CUDA:

@@ -43,9 +43,10 @@ def unexport(buffer: Buffer) -> None:
     """One export of ``buffer`` ended; a buffer closed meanwhile goes back to its pool with the last."""
     with _exports_lock:
         buffer._exports -= 1
-        release = buffer._exports == 0 and buffer._closed_ptr is not None
-        ptr, buffer._closed_ptr = (buffer._closed_ptr, None) if release else (None, buffer._closed_ptr)
-    if release and ptr is not None:
+        ptr = getattr(buffer, "_closed_ptr", None) if buffer._exports == 0 else None
+        if ptr is not None:
+            buffer._closed_ptr = None
+    if ptr is not None:
         buffer._give_back(ptr)
 
 

@@ -24,6 +24,11 @@ _LARGE_STEP = 2 << 20
 _SCAN = 8  # cached blocks of a size class looked at per allocation
 
 
+def foreign(device: Device, ptr: int, nbytes: int, kind: AllocType, owner: object) -> Buffer:
+    """A Buffer over memory no pool owns (a global variable of ``owner``); closing it frees nothing."""
+    return Buffer(ptr, nbytes, _Home(device, kind, None, 0, owner))
+
+
 def size_class(nbytes: int) -> int:
     """The block size the pool uses for ``nbytes``: a power of two from 512 bytes to 32 MiB, then
     multiples of 2 MiB."""
@@ -34,6 +39,24 @@ def size_class(nbytes: int) -> int:
     return -(-nbytes // _LARGE_STEP) * _LARGE_STEP
 
 
+class _Home:
+    """What the buffers of one pool, kind and size class share: their device, and the free lists their
+    blocks go back to. ``ready`` holds blocks nobody may still use; ``pending`` those freed while queues
+    may still use them, as (address, the queue they were freed on or None, the events to wait for).
+    Appending to and popping from the lists needs no lock (each is one atomic list operation)."""
+
+    __slots__ = ("device", "kind", "pool", "size", "ready", "pending", "owner")
+
+    def __init__(self, device: Device, kind: AllocType, pool: MemoryPool | None, size: int, owner: object = None):
+        self.device = device
+        self.kind = kind
+        self.pool = pool
+        self.size = size
+        self.ready: list[int] = []
+        self.pending: list[tuple[int, Any, tuple[Any, ...]]] = []
+        self.owner = owner  # what the memory belongs to when no pool owns it (a Program)
+
+
 class MemoryPool:
     """A device's cache of freed blocks, one free list per memory kind and size class.
 
@@ -42,17 +65,17 @@ class MemoryPool:
     while queues may still use it carries an event recorded on each of them at the free; the queue
     it was freed on may reuse it at once (its order protects it), any other use waits until the
     events have completed. When the device is out of memory the pool gives its cache back and
-    retries once before raising ``OUT_OF_RESOURCES``.
+    retries once before raising ``OUT_OF_RESOURCES``. Size classes are powers of two from 512 bytes
+    to 32 MiB, then multiples of 2 MiB.
     """
 
     def __init__(self, device: Device) -> None:
         self._device = device
         self._handle = device.handle
-        self._host_device = device.type == DeviceType.HOST
-        self._lock = threading.Lock()  # guards _cached, _used, _cached_bytes and _dead
-        self._cached: dict[tuple[AllocType, int], list[tuple[int, Any, tuple[Any, ...]]]] = {}
-        self._used = 0
-        self._cached_bytes = 0
+        self._lock = threading.Lock()  # guards _homes, _by_nbytes's growth, _allocated and _dead
+        self._homes: dict[tuple[int, int], _Home] = {}
+        self._by_nbytes: list[dict[int, _Home]] = [{} for _ in AllocType]  # per kind: nbytes -> home
+        self._allocated = 0  # bytes of live olMemAlloc blocks
         self._dead = False
 
     @property
@@ -61,14 +84,14 @@ class MemoryPool:
         return self._device
 
     @property
-    def used_bytes(self) -> int:
-        """Bytes in the buffers the pool has handed out and that are not closed (in size classes)."""
-        return self._used
-
-    @property
     def cached_bytes(self) -> int:
         """Bytes in freed blocks the pool keeps for reuse."""
-        return self._cached_bytes
+        return sum(home.size * (len(home.ready) + len(home.pending)) for home in list(self._homes.values()))
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of the pool's blocks that are in use (handed out and not closed), in size classes."""
+        return self._allocated - self.cached_bytes
 
     def release(self) -> int:
         """Give every cached block back to the device (``olMemFree``); returns the bytes released.
@@ -76,122 +99,150 @@ class MemoryPool:
         Memory in use is untouched. A block that queued work may still use is safe to free: the
         runtime releases it once that work is done.
         """
+        released, errors = 0, []
+        for home in list(self._homes.values()):
+            blocks: list[tuple[int, tuple[Any, ...]]] = []
+            while True:
+                try:
+                    blocks.append((home.ready.pop(), ()))
+                except IndexError:
+                    break
+            while True:
+                try:
+                    ptr, _, events = home.pending.pop()
+                except IndexError:
+                    break
+                blocks.append((ptr, events))
+            for ptr, events in blocks:
+                _destroy_events(events)
+                try:
+                    api.olMemFree(ptr)
+                except OffloadError as exc:
+                    errors.append(exc)
+                released += home.size
         with self._lock:
-            blocks = [(size, block) for (_, size), free in self._cached.items() for block in free]
-            self._cached.clear()
-            self._cached_bytes = 0
-        errors: list[OffloadError] = []
-        for _, (ptr, _, events) in blocks:
-            _destroy_events(events)
-            try:
-                api.olMemFree(ptr)
-            except OffloadError as exc:
-                errors.append(exc)
+            self._allocated -= released
         if errors:
             raise OffloadError.join(errors, f"MemoryPool.release on {self._device}: freeing cached blocks failed")
-        return sum(size for size, _ in blocks)
+        return released
 
     def allocate(self, nbytes: int, kind: AllocType = AllocType.DEVICE, queue: Queue | None = None) -> Buffer:
         """The same as :meth:`Device.allocate` on the pool's device."""
-        nbytes = _byte_count(nbytes)
-        if kind.__class__ is not AllocType:
-            kind = _alloc_type(kind)
+        if queue is None and type(nbytes) is int:
+            try:
+                home = self._by_nbytes[kind].get(nbytes)
+            except (TypeError, IndexError):
+                home = None
+            if home is not None and home.ready:
+                try:
+                    return Buffer(home.ready.pop(), nbytes, home)
+                except IndexError:
+                    pass
+        return self._allocate(nbytes, kind, queue)
+
+    def _allocate(self, nbytes: object, kind: object, queue: Queue | None) -> Buffer:
+        count = _byte_count(nbytes)
+        kind = _alloc_type(kind)
         if queue is not None:
             _queue.check(queue, self._device, "allocate with")
-        if nbytes == 0:
-            return Buffer(self._device, 0, 0, kind, None, 0)
-        size = size_class(nbytes)
-        block = None
+        if self._device._runtime.closed:
+            raise _runtime.stale()
+        if count == 0:
+            return Buffer(0, 0, self._home(kind, 0, remember=False))
+        size = size_class(count)
+        home = self._home(kind, size)
         with self._lock:
-            if self._dead:
-                raise _runtime.stale()
-            free = self._cached.get((kind, size))
-            if free:
-                block = self._take(free, queue)
-                if block is not None:
-                    self._cached_bytes -= size
-            self._used += size
-        if block is None:
-            try:
-                ptr = self._allocate(kind, size, nbytes)
-            except BaseException:
-                with self._lock:
-                    self._used -= size
-                raise
-        else:
-            ptr, _, events = block
-            if events:
-                _destroy_events(events)
-        buffer = Buffer(self._device, ptr, nbytes, kind, self, size)
+            if len(self._by_nbytes[kind]) < 4096:
+                self._by_nbytes[kind][count] = home
+        ptr = self._reuse(home, queue)
+        if ptr is None:
+            ptr = self._new_block(kind, size, count)
+        buffer = Buffer(ptr, count, home)
         if queue is not None:
             buffer._queues = queue
         return buffer
 
-    def _take(self, free: list[tuple[int, Any, tuple[Any, ...]]], queue: Queue | None) -> Any:
-        """A reusable block of ``free`` (removed from it), or None. Called with the lock held; the event
-        queries do not wait."""
-        for index in range(len(free) - 1, max(-1, len(free) - 1 - _SCAN), -1):
-            _, owner, events = free[index]
-            if not events or (owner is queue and queue is not None and queue._handle is not None):
-                return free.pop(index)
+    def _home(self, kind: AllocType, size: int, remember: bool = True) -> _Home:
+        with self._lock:
+            if self._dead:
+                raise _runtime.stale()
+            home = self._homes.get((kind, size))
+            if home is None:
+                home = _Home(self._device, kind, self, size)
+                if remember:
+                    self._homes[kind, size] = home
+            return home
+
+    def _reuse(self, home: _Home, queue: Queue | None) -> int | None:
+        """A cached block of ``home`` that ``queue`` (None: the host) may use now, or None."""
+        try:
+            return home.ready.pop()
+        except IndexError:
+            pass
+        pending = home.pending
+        for _ in range(min(_SCAN, len(pending))):
             try:
-                if all(api.olGetEventInfo(event, EventInfo.IS_COMPLETE) for event in events):
-                    return free.pop(index)
-            except OffloadError:
-                continue
+                entry = pending.pop(0)
+            except IndexError:
+                return None
+            ptr, owner, events = entry
+            usable = owner is queue and queue is not None and queue._handle is not None
+            if not usable:
+                try:
+                    usable = all(api.olGetEventInfo(event._handle, EventInfo.IS_COMPLETE) for event in events)
+                except OffloadError:
+                    usable = False
+            if usable:
+                return ptr
+            pending.append(entry)
         return None
 
-    def _allocate(self, kind: AllocType, size: int, nbytes: int) -> int:
+    def _new_block(self, kind: AllocType, size: int, nbytes: int) -> int:
         try:
-            return int(api.olMemAlloc(self._handle, kind, size))
+            ptr = int(api.olMemAlloc(self._handle, kind, size))
         except OffloadError as exc:
             if exc.code != ErrorCode.OUT_OF_RESOURCES:
                 raise with_context(exc, f"allocating {nbytes} bytes of {kind.name} memory on {self._device}") from exc
-            first = exc
-        released = self.release()
-        try:
-            return int(api.olMemAlloc(self._handle, kind, size))
-        except OffloadError as exc:
-            raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
-                               f"{self._device} could not allocate {nbytes} bytes of {kind.name} memory (a {size}-byte "
-                               f"block), even after the pool gave back its cache ({released} bytes): {exc.details}. "
-                               f"Close buffers you no longer need, or allocate less") from first
-
-    def _free(self, ptr: int, size: int, kind: AllocType, queues: Any) -> None:
-        """Take back the block of a closed buffer that was used on ``queues`` (None, a Queue, or a set)."""
-        if self._dead:
-            return
-        if queues is None:
-            owner, events = None, ()
-        else:
-            many = queues if type(queues) is set else (queues,)
-            marks = [queue._mark() for queue in many]
-            if any(mark is False for mark in marks):  # a failed queue: its work may still touch the block
-                _destroy_events(tuple(m for m in marks if m not in (None, False)))
-                with self._lock:
-                    self._used -= size
-                warnings.warn(f"offloadrt: a {size}-byte block of {self._device} was used on a queue that failed; "
-                              f"it is not reused (the runtime frees it at shutdown)", OffloadWarning, stacklevel=4)
-                return
-            events = tuple(m for m in marks if m is not None)
-            owner = many[0] if len(many) == 1 and many[0]._handle is not None else None
+            released = self.release()
+            try:
+                ptr = int(api.olMemAlloc(self._handle, kind, size))
+            except OffloadError as again:
+                raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
+                                   f"{self._device} could not allocate {nbytes} bytes of {kind.name} memory (a "
+                                   f"{size}-byte block), even after the pool gave back its cache ({released} bytes): "
+                                   f"{again.details}. Close buffers you no longer need, or allocate less") from exc
         with self._lock:
-            if self._dead:
-                return
-            self._used -= size
-            self._cached_bytes += size
-            self._cached.setdefault((kind, size), []).append((ptr, owner, events))
+            self._allocated += size
+        return ptr
+
+    def _free_used(self, ptr: int, home: _Home, queues: Any) -> None:
+        """Take back the block of a closed buffer that was used on ``queues`` (a Queue or a set)."""
+        many = tuple(queues) if type(queues) is set else (queues,)
+        marks = [queue._mark() for queue in many]
+        if any(mark is False for mark in marks):  # a failed queue: its work may never be known to be done
+            warnings.warn(f"offloadrt: a {home.size}-byte block of {self._device} was used on a queue that failed; "
+                          f"it is not reused (the runtime frees it at shutdown)", OffloadWarning, stacklevel=4)
+            return
+        events = tuple(mark for mark in marks if mark is not None)
+        if not events:
+            home.ready.append(ptr)
+            return
+        owner = many[0] if len(many) == 1 and many[0]._handle is not None else None
+        home.pending.append((ptr, owner, events))
 
     def _abandon(self) -> None:
         """The runtime was shut down: it freed every block; forget them."""
         with self._lock:
             self._dead = True
-            self._cached.clear()
-            self._used = 0
-            self._cached_bytes = 0
+            for home in self._homes.values():
+                home.ready.clear()
+                home.pending.clear()
+            self._homes.clear()
+            self._by_nbytes = [{} for _ in AllocType]
+            self._allocated = 0
 
     def __repr__(self) -> str:
-        return f"<MemoryPool of {self._device}: {self._used} bytes used, {self._cached_bytes} bytes cached>"
+        return f"<MemoryPool of {self._device}: {self.used_bytes} bytes used, {self.cached_bytes} bytes cached>"
 
 
 def _destroy_events(events: tuple[Any, ...]) -> None:
@@ -233,21 +284,14 @@ class Buffer:
     returns to its pool when the last one is gone.
     """
 
-    __slots__ = ("_ptr", "nbytes", "_device", "kind", "_pool", "_size", "_queues", "_exports", "_closed_ptr",
-                 "_owner", "__weakref__")
+    __slots__ = ("_ptr", "nbytes", "_home", "_queues", "_exports", "_closed_ptr", "__weakref__")
 
-    def __init__(self, device: Device, ptr: int, nbytes: int, kind: AllocType, pool: MemoryPool | None, size: int,
-                 owner: object = None) -> None:
-        self._device = device
+    def __init__(self, ptr: int, nbytes: int, home: _Home) -> None:
         self._ptr: int | None = ptr
         self.nbytes = nbytes
-        self.kind = kind
-        self._pool = pool
-        self._size = size
+        self._home = home
         self._queues: Any = None  # None, the Queue it was used on, or a set of them
         self._exports = 0
-        self._closed_ptr: int | None = None
-        self._owner = owner  # what the memory belongs to when the pool does not own it (a Program)
 
     @property
     def ptr(self) -> int:
@@ -257,7 +301,16 @@ class Buffer:
     @property
     def device(self) -> Device:
         """The device the memory belongs to."""
-        return self._device
+        return self._home.device
+
+    @property
+    def _device(self) -> Device:
+        return self._home.device
+
+    @property
+    def kind(self) -> AllocType:
+        """The kind of memory: ``DEVICE``, ``HOST`` or ``MANAGED``."""
+        return self._home.kind
 
     @property
     def closed(self) -> bool:
@@ -268,13 +321,14 @@ class Buffer:
         ptr = self._ptr
         if ptr is None:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{self!r} is closed; allocate a new buffer")
-        if self._device._runtime.closed:
+        if self._home.device._runtime.closed:
             raise _runtime.stale()
         return ptr
 
     @property
     def _host_reachable(self) -> bool:
-        return self._device.type == DeviceType.HOST or self.kind != AllocType.DEVICE
+        home = self._home
+        return home.device.type in (DeviceType.HOST, DeviceType.CPU) or home.kind != AllocType.DEVICE
 
     def close(self) -> None:
         """Give the memory back to the pool; the buffer cannot be used afterwards. Closing twice is
@@ -283,19 +337,26 @@ class Buffer:
         if ptr is None:
             return
         self._ptr = None
-        if self._pool is None or ptr == 0:
+        if self._home.pool is None or not ptr:
             return
         if self._exports:
             with _hostmem._exports_lock:
                 if self._exports:
                     self._closed_ptr = ptr
                     return
-        self._give_back(ptr)
+        if self._queues is None:
+            self._home.ready.append(ptr)
+        else:
+            self._give_back(ptr)
 
     def _give_back(self, ptr: int) -> None:
-        pool = self._pool
-        if pool is not None:
-            pool._free(ptr, self._size, self.kind, self._queues)
+        home = self._home
+        if home.pool is None:
+            return
+        if self._queues is None:
+            home.ready.append(ptr)
+        else:
+            home.pool._free_used(ptr, home, self._queues)
 
     def _use(self, queue: Queue) -> None:
         """Note that work on ``queue`` uses this buffer (its block is reused only after that work)."""
@@ -316,7 +377,7 @@ class Buffer:
         self.close()
 
     def __del__(self) -> None:
-        if self._ptr and self._pool is not None:
+        if self._ptr:
             try:
                 self.close()
             except Exception as exc:  # noqa: BLE001  # a finaliser must not raise: leak and say so
@@ -397,7 +458,7 @@ class Buffer:
 
     def __repr__(self) -> str:
         state = "closed" if self._ptr is None else f"at {self._ptr:#x}"
-        return f"<Buffer of {self.nbytes} bytes of {self.kind.name} memory on {self._device}, {state}>"
+        return f"<Buffer of {self.nbytes} bytes of {self._home.kind.name} memory on {self._home.device}, {state}>"
 
 
 def _unreachable(buffer: Buffer) -> str:

@@ -86,7 +86,7 @@ class Program:
         """The memory of the global variable ``name``: a Buffer of its address and size on the device.
         It stays valid while the program is loaded (the buffer keeps the program alive); closing it
         frees nothing."""
-        from ._memory import Buffer
+        from ._memory import foreign
 
         handle = self._live()
         try:
@@ -95,7 +95,7 @@ class Program:
             size = api.olGetSymbolInfo(symbol, SymbolInfo.GLOBAL_VARIABLE_SIZE)
         except OffloadError as exc:
             raise with_context(exc, f"finding global variable {name!r} in {self!r}") from exc
-        return Buffer(self._device, int(address), int(size), AllocType.DEVICE, None, 0, owner=self)
+        return foreign(self._device, int(address), int(size), AllocType.DEVICE, self)
 
     def close(self) -> None:
         """Unload the program (``olDestroyProgram``) without waiting; closing twice is allowed."""
@@ -145,7 +145,7 @@ class Kernel:
         self.name = name
         self._signature: tuple[Any, ...] | None = None
         self._params: tuple[_args.Param, ...] | None = None
-        self._plans: dict[tuple[type, ...], Any] = {}
+        self._fast: Any = _args.not_built  # the launcher of the last argument types and launch shape
 
     @property
     def program(self) -> Program:
@@ -168,7 +168,7 @@ class Kernel:
         params = _args.parse_signature(value)
         self._signature = None if value is None else tuple(value)
         self._params = params
-        self._plans = {}
+        self._fast = _args.not_built
 
     def __repr__(self) -> str:
         signature = "" if self._signature is None else f" ({', '.join(map(str, self._signature))})"

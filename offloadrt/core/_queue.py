@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from ._device import Device
     from ._program import Kernel
 
-_SIZES = _args._SIZES
 _launch = api.olLaunchKernel
 _PACK_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, ValueError)
 
@@ -162,22 +161,14 @@ class Queue:
         as ``kernel.signature`` says (without a signature it is a ``TypeError``). Parameters are
         laid out with C alignment. Buffers passed are not reused by the pool until this launch is done.
         """
-        handle = self._handle
         try:
-            sizes = _SIZES.get((grid, block, shared_mem))
-            plan = kernel._plans.get(tuple(map(type, args)))
-        except (TypeError, AttributeError):
-            sizes = plan = None
-        if plan is None or sizes is None or handle is None:
-            return self._launch_slowly(kernel, grid, block, args, shared_mem)
-        try:
-            blob = plan(self, *args)
-        except _PACK_ERRORS as exc:
-            raise _args.explain_failure(plan, args, kernel.name, exc) from None
-        try:
-            _launch(handle, self._device_handle, kernel._handle, blob, sizes)
+            if kernel._fast(self, grid, block, shared_mem, args):
+                return
         except OffloadError as exc:
             raise self._launch_error(exc, kernel) from exc
+        except (TypeError, ValueError, AttributeError):
+            pass  # another arity, an unhashable grid, not a Kernel: the slow path says what is wrong
+        self._launch_slowly(kernel, grid, block, args, shared_mem)
 
     def _launch_slowly(self, kernel: Kernel, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: Any) -> None:
         """A launch whose plan or sizes are not cached yet (or whose queue is closed): check everything,
@@ -198,11 +189,15 @@ class Queue:
             blob = plan(self, *args)
         except _PACK_ERRORS as exc:
             raise _args.explain_failure(plan, args, kernel.name, exc) from None
-        kernel._plans[tuple(map(type, args))] = plan
         try:
             _launch(handle, self._device_handle, kernel.handle, blob, sizes)
         except OffloadError as exc:
             raise self._launch_error(exc, kernel) from exc
+        try:
+            kernel._fast = _args.build_fast_launch(plan, args, kernel._handle, (grid, block, shared_mem), sizes,
+                                                   _launch, kernel.name)
+        except TypeError:
+            pass  # an unhashable grid or block: this launch shape stays on the slow path
 
     def _launch_error(self, error: OffloadError, kernel: Kernel) -> OffloadError:
         if error.code == ErrorCode.QUEUE_ERROR:
