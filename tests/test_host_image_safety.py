@@ -615,3 +615,51 @@ def test_invalid_timeout_setting_is_a_clear_error(host, basic_image, monkeypatch
     monkeypatch.setenv("OFFLOAD_IMAGE_CHECK_TIMEOUT", "soon")
     error = expect_error(ErrorCode.INVALID_VALUE, api.olCreateProgram, host, variant(basic_image))
     assert "OFFLOAD_IMAGE_CHECK_TIMEOUT" in error.details
+
+
+def test_checks_work_with_descriptor_numbers_above_1024(host, basic_image) -> None:
+    """Each loaded program holds a descriptor: a process with many has numbers select() cannot watch."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else 4096) < 1200:
+        pytest.skip(f"RLIMIT_NOFILE {soft}/{hard} does not allow descriptor numbers above 1100")
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        host_probe.stop_helper()  # the helper's socket and the answer pipes get numbers above 1100 too
+        assert_runtime_works(host, variant(basic_image))
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_running_out_of_descriptors_is_an_offload_error(host, basic_image) -> None:
+    import resource
+
+    api.olIsValidBinary(host, variant(basic_image))  # the helper runs (it keeps its own limits)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    holes = []  # fill the free numbers below the highest one: new descriptors must go past it
+    while (fd := os.open(os.devnull, os.O_RDONLY)) < highest:
+        holes.append(fd)
+    highest = fd
+    outcomes = set()
+    try:
+        for extra in range(8):  # run out at each step of a load in turn: memfd, pipe, socket message, dlopen
+            resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + extra, hard))
+            try:
+                api.olDestroyProgram(api.olCreateProgram(host, variant(basic_image)))
+                outcomes.add("loaded")
+            except OffloadError as exc:
+                outcomes.add(exc.code.name)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        for fd in [*holes, highest]:
+            os.close(fd)
+    assert "loaded" in outcomes and outcomes - {"loaded"}, outcomes
+    assert_runtime_works(host, variant(basic_image))

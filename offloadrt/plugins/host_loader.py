@@ -223,11 +223,14 @@ def _verify(record: _Record, fd: int) -> None:
 
 def _sealed_file(image: bytes) -> int:
     """An anonymous file holding ``image`` that nobody can change (the test process loads the same one)."""
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("offloadrt-program", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    else:
-        fd, path = tempfile.mkstemp(prefix="offloadrt-program-", suffix=".so")
-        os.unlink(path)
+    try:
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("offloadrt-program", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        else:
+            fd, path = tempfile.mkstemp(prefix="offloadrt-program-", suffix=".so")
+            os.unlink(path)
+    except OSError as exc:
+        raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"cannot create a memory file for the image: {exc}") from None
     try:
         view = memoryview(image)
         while view:

@@ -78,19 +78,11 @@ def verify(image_fd: int, span: int) -> Verdict:
     request = struct.pack("<IQ", int(timeout * 1000), span) + directory
     for _attempt in range(2):  # a helper that died meanwhile is replaced once
         helper = _running_helper()
-        answer_read, answer_write = os.pipe()
         try:
-            try:
-                socket.send_fds(helper.sock, [request], [image_fd, answer_write])
-            except OSError:
-                helper.lost()
-                continue
-            finally:
-                os.close(answer_write)
-            _count_check()
-            answer = _read_answer(answer_read, time.monotonic() + timeout + ANSWER_GRACE)
-        finally:
-            os.close(answer_read)
+            answer = _ask(helper, request, image_fd, timeout + ANSWER_GRACE)
+        except OSError as exc:
+            raise OffloadError(ErrorCode.OUT_OF_RESOURCES, f"cannot ask for a test load of the image: {exc}; "
+                                                           f"the image was not loaded") from None
         if answer is None:
             helper.stop()
             raise OffloadError(ErrorCode.BACKEND_FAILURE,
@@ -108,12 +100,37 @@ def verify(image_fd: int, span: int) -> Verdict:
                        "the image was not loaded")
 
 
+def _ask(helper: _Helper, request: bytes, image_fd: int, patience: float) -> bytes | None:
+    """Send one request; return the answer, b"" if the helper is gone, None if it did not answer in time."""
+    answer_read, answer_write = os.pipe()
+    try:
+        try:
+            socket.send_fds(helper.sock, [request], [image_fd, answer_write])
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS):
+                raise
+            return b""  # the helper ended (EPIPE, ECONNRESET) or was stopped (EBADF)
+        finally:
+            os.close(answer_write)
+        _count_check()
+        return _read_answer(answer_read, time.monotonic() + patience)
+    finally:
+        os.close(answer_read)
+
+
+def _wait_readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` becomes readable (or closed) within ``seconds`` (poll: any descriptor number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
+
+
 def _read_answer(fd: int, deadline: float) -> bytes | None:
     """Everything the helper writes before closing ``fd``; None if it did not close it by ``deadline``."""
     chunks: list[bytes] = []
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+        if remaining <= 0 or not _wait_readable(fd, remaining):
             return None
         chunk = os.read(fd, 65536)
         if not chunk:
@@ -143,7 +160,7 @@ class _Helper:
             theirs.close()
         self.sock = ours
         self.owner = os.getpid()
-        ready = select.select([ours], [], [], START_TIMEOUT)[0] and ours.recv(16)
+        ready = _wait_readable(ours.fileno(), START_TIMEOUT) and ours.recv(16)
         if ready != b"ready":
             self._end()
             status = self.process.poll()
