@@ -227,7 +227,7 @@ def _host_array(obj: Any) -> np.ndarray:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"cannot make an array of {type(obj).__name__}: {exc}") from exc
     _dtype(host.dtype)
-    return np.ascontiguousarray(host)
+    return host if host.flags.c_contiguous else host.copy(order="C")
 
 
 def _dtype(dtype: Any) -> np.dtype[Any]:

@@ -55,7 +55,7 @@ def source(obj: object) -> tuple[int, int, object]:
     copied to a contiguous temporary first."""
     array = _as_array(obj, "the source")
     if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array)
+        array = array.copy(order="C")
     return _address(array), array.nbytes, array
 
 
