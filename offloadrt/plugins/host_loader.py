@@ -90,7 +90,7 @@ def read_symbols(image: bytes) -> dict[str, ElfSymbol]:
     """The defined, exported functions and data objects of the image's dynamic symbol table.
 
     Raises only ``OffloadError`` (``INVALID_BINARY`` for a malformed image)."""
-    symbols = _checked(image)[0].symbols
+    symbols = _checked(image).symbols
     assert symbols is not None
     return dict(symbols)
 
@@ -99,7 +99,7 @@ def is_loadable(image: bytes) -> bool:
     """Whether :func:`dlopen_image` would load ``image``: the structural check and a test load in a
     separate process (remembered); never loads it into this process."""
     try:
-        record, _ = _checked(image)
+        record = _checked(image)
         if not record.verified:
             fd = _sealed_file(image)
             try:
@@ -122,7 +122,7 @@ def dlopen_image(image: bytes) -> ctypes.CDLL:
     would hand back that program instead of loading this one.
     """
     try:
-        record, _ = _checked(image)
+        record = _checked(image)
         fd = _sealed_file(image)
     finally:
         _last_digest.image = None
@@ -162,7 +162,7 @@ def dlclose(lib: ctypes.CDLL) -> None:
     _PINNED_FDS.append(fd)
 
 
-def _checked(image: bytes) -> tuple[_Record, bytes]:
+def _checked(image: bytes) -> _Record:
     """The record of ``image``, checking its structure the first time; raises if it failed."""
     digest = _digest(image)
     with _records_lock:
@@ -178,7 +178,7 @@ def _checked(image: bytes) -> tuple[_Record, bytes]:
                 del _records[next(iter(_records))]
     if record.symbols is None:
         raise OffloadError(ErrorCode.INVALID_BINARY, record.reason)
-    return record, digest
+    return record
 
 
 def _check_structure(image: bytes) -> tuple[dict[str, ElfSymbol], int]:

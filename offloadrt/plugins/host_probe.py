@@ -8,8 +8,8 @@ reports whether that process survived.
 The test processes are forked by a helper (:mod:`.host_probe_child`): a fresh, single-threaded
 interpreter started on first use with ``subprocess`` (spawn, never a fork of this process, whose
 queue and pool threads could hold the loader's or malloc's locks at fork time). The helper forks
-one child per image (about 1 ms), so the same bytes cost one test load per process when the
-caller remembers the answer. Checks run concurrently: each request has its own answer pipe.
+one child per image (a millisecond or two), so the same bytes cost one test load per process when
+the caller remembers the answer. Checks run concurrently: each request has its own answer pipe.
 
 The helper inherits this process's environment, except that the loader's own variables
 (``LD_LIBRARY_PATH``, ``LD_PRELOAD``, ``GLIBC_TUNABLES``, ...) are taken from the environment this
@@ -89,7 +89,7 @@ def verify(image_fd: int, span: int) -> Verdict:
                                f"the helper process that test-loads host images did not answer within "
                                f"{timeout + ANSWER_GRACE:g} s; the image was not loaded")
         if not answer:
-            helper.lost()
+            helper.stop()
             continue
         code, reason = answer[0], answer[1:].decode("utf-8", "replace")
         if code == NOT_RUN:
@@ -160,7 +160,10 @@ class _Helper:
             theirs.close()
         self.sock = ours
         self.owner = os.getpid()
-        ready = _wait_readable(ours.fileno(), START_TIMEOUT) and ours.recv(16)
+        try:
+            ready = _wait_readable(ours.fileno(), START_TIMEOUT) and ours.recv(16)
+        except OSError:
+            ready = b""
         if ready != b"ready":
             self._end()
             status = self.process.poll()
@@ -169,11 +172,8 @@ class _Helper:
                                f"({'exit status ' + str(status) if status is not None else 'no answer'} "
                                f"from {sys.executable}); the image was not loaded")
 
-    def lost(self) -> None:
-        """It ended or its socket broke: forget it (the next check starts another)."""
-        self.stop()
-
     def stop(self) -> None:
+        """Stop it (also when it ended or its socket broke) and forget it: the next check starts another."""
         global _helper
         with _helper_lock:
             if _helper is self:

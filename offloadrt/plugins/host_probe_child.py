@@ -167,8 +167,9 @@ def verdict(check: Check, status: int) -> tuple[int, str]:
     if os.WIFSIGNALED(status):
         signal = os.WTERMSIG(status)
         name = SIGNAL_NAMES.get(signal, f"signal {signal}")
-        return (REJECTED if signal in IMAGE_SIGNALS else REFUSED,
-                f"the dynamic loader crashed ({name}) {phase} in a test process{said}")
+        if signal not in IMAGE_SIGNALS:
+            return REFUSED, f"the test process was ended by {name} {phase}{said}"
+        return REJECTED, f"the dynamic loader crashed ({name}) {phase} in a test process{said}"
     code = os.WEXITSTATUS(status)
     if code == 0 and steps.endswith(b"U"):
         return LOADED, ""
@@ -288,13 +289,12 @@ def _drain(fd: int, check: Check, poller: select.poll, by_pipe: dict[int, Check]
 def _reap(checks: dict[int, Check], poller: select.poll, by_pipe: dict[int, Check]) -> None:
     for pid in list(checks):
         try:
-            ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            ended = None
-        if ended is None:
-            continue
-        _kill_group(pid)  # whatever it started; the group id stays reserved until we reap it
-        _pid, status = os.waitpid(pid, 0)
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                continue
+            _kill_group(pid)  # whatever it started; the group id stays reserved until we reap it
+            status = os.waitpid(pid, 0)[1]
+        except ChildProcessError:  # reaped elsewhere: its status is lost
+            status = _signal.SIGKILL  # as a wait status: killed by an unknown hand
         check = checks.pop(pid)
         for fd in (check.report_fd, check.output_fd):
             if fd in by_pipe:
