@@ -803,3 +803,18 @@ def test_help_reads_well() -> None:
 
 def test_kernel_sources_are_ours() -> None:
     assert (KERNELS / "core_kernels.c").exists()
+
+
+def test_the_end_of_a_with_block_raises_a_failure_nobody_saw(program: offloadrt.Program) -> None:
+    with pytest.raises(OffloadError) as info:
+        with offloadrt.device("host").queue() as queue:
+            queue.launch(program.kernel("fault"), 1, 1)
+    assert info.value.code == ErrorCode.QUEUE_ERROR
+    with offloadrt.device("host").queue() as seen:  # already seen in the block: not raised again
+        seen.launch(program.kernel("fault"), 1, 1)
+        with pytest.raises(OffloadError):
+            seen.sync()
+    with pytest.raises(ValueError):  # the body's own exception wins
+        with offloadrt.device("host").queue() as failing:
+            failing.launch(program.kernel("fault"), 1, 1)
+            raise ValueError("body")

@@ -106,8 +106,9 @@ def _inferred(value: object, index: int) -> Param:
     if isinstance(value, (int, float, complex)):
         raise TypeError(
             f"argument {index + 1} is a plain Python {type(value).__name__} ({value!r}) and the kernel has no "
-            f"signature, so its C type is unknown. Set the kernel's signature, e.g. kernel.signature = "
-            f"('float32', 'ptr', 'ptr', 'uint32'), or pass a NumPy scalar such as numpy.float32({value!r})")
+            f"signature, so its C type is unknown. Set kernel.signature to the C types of the kernel's parameters "
+            f"(for example ('float32', 'ptr', 'ptr', 'uint32')), or pass a NumPy scalar such as "
+            f"numpy.{'float32' if isinstance(value, float) else 'int32'}({value!r})")
     raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                        f"argument {index + 1} ({type(value).__name__}) cannot be a kernel argument: pass a Buffer or "
                        f"Array (its device pointer), a NumPy scalar, a ctypes instance, or a number with a signature")

@@ -263,15 +263,15 @@ class Queue:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        seen = self._error_seen
         try:
             if self._handle is not None:
-                if exc_type is None:
+                try:
                     self.sync()
-                else:
-                    try:
-                        self.sync()
-                    except OffloadError:
-                        pass  # the body's exception says more
+                except OffloadError as error:
+                    # the body's own exception says more; a failure the body already saw is not news
+                    if exc_type is None and not (seen and error.code == ErrorCode.QUEUE_ERROR):
+                        raise
         finally:
             self.close()
 
