@@ -579,6 +579,7 @@ def test_helper_ends_with_its_parent(basic_image, tmp_path, ending) -> None:
     """)
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60,
                           check=False)
+    assert done.stdout.strip(), f"the child failed (status {done.returncode}): {done.stderr[-2000:]}"
     helper = int(done.stdout.split()[0])
     try:
         pidfd = os.pidfd_open(helper)
