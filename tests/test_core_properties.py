@@ -120,7 +120,7 @@ def test_no_leak_over_100000_allocate_close_cycles() -> None:
     tracemalloc.start()
     try:
         before = tracemalloc.take_snapshot()
-        for i in range(50_000):
+        for _ in range(50_000):
             host.allocate(1024).close()
             with host.allocate(4096):
                 pass

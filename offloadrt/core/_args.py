@@ -189,51 +189,65 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
     plan.params = params  # type: ignore[attr-defined]
     plan.format = fmt  # type: ignore[attr-defined]
     plan.parts = (values, used, namespace)  # type: ignore[attr-defined]
+    plan.typed = signature is not None  # type: ignore[attr-defined]
     return plan
 
 
-def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], symbol: Any, key: tuple[Any, Any, Any],
-                      sizes: KernelLaunchSizeArgs, launch: Callable[..., Any], kernel_name: str) -> Callable[..., Any]:
+def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: Any, symbol: Any,
+                      key: tuple[Any, Any, Any], sizes: KernelLaunchSizeArgs, launch: Callable[..., Any],
+                      kernel_name: str) -> Callable[..., Any]:
     """A launcher for arguments of these types: ``fast(queue, grid, block, shared_mem, args)`` launches and
-    returns True, or returns False (nothing done) when anything differs from what it was built for."""
+    returns True, or returns False (nothing done) when anything differs from what it was built for.
+    ``device`` is the kernel's ``ol*`` device: a queue of another device is refused by ``olLaunchKernel``."""
     values, used, packing = plan.parts  # type: ignore[attr-defined]
-    namespace: dict[str, Any] = {**packing, "_launch": launch, "_symbol": symbol, "_sizes": sizes,
+    namespace: dict[str, Any] = {**packing, "_launch": launch, "_device": device, "_symbol": symbol, "_sizes": sizes,
                                  "_grid": key[0], "_block": key[1], "_shared": key[2], "_cached_sizes": _SIZES.get,
                                  "_errors": (struct.error, TypeError, AttributeError, OverflowError, ValueError)}
     names = [f"a{i}" for i in range(len(args))]
     checks = []
-    for index, value in enumerate(args):
+    typed = getattr(plan, "typed", False)
+    for index, (param, value) in enumerate(zip(plan.params, args)):  # type: ignore[attr-defined]
+        # With a signature, the packed expression itself refuses another type: ``a._ptr`` exists on a
+        # Buffer only, ``a._buf`` on an Array only, and struct refuses what is no number; so only
+        # types whose expression would take anything (a NULL pointer, raw bytes, a type that chose
+        # the parameter) need a check.
+        if typed and param.kind != "raw" and value is not None:
+            continue
         namespace[f"_T{index}"] = type(value)
         checks.append(f"type(a{index}) is not _T{index}")
-    # everything the launcher reads is a default argument: a local, the fastest lookup there is
-    bound = ", ".join(f"{name}={name}" for name in ["type", *namespace])
-    unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else \
-        "    if args:\n        return False\n"
+    # everything the launcher reads is a variable of the enclosing factory: a closure cell, read as fast
+    # as a local (keyword defaults would cost a dictionary look-up per call)
+    namespace["type"] = type
+    cells = sorted(namespace)
+    unpack = f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else \
+        "        if args:\n            return False\n"
     blob = f"_pack({', '.join(values)})" if values else "None"
     source = (
-        f"def fast(q, grid, block, shared, args, *, {bound}):\n"
+        f"def factory({', '.join(cells)}):\n"
+        "    def fast(q, grid, block, shared, args):\n"
         + unpack
-        + (f"    if {' or '.join(checks)}:\n        return False\n" if checks else "")
-        + "    if grid == _grid and block == _block and shared == _shared:\n"
-        "        sizes = _sizes\n"
-        "    else:\n"
-        "        sizes = _cached_sizes((grid, block, shared))\n"
-        "        if sizes is None:\n"
+        + (f"        if {' or '.join(checks)}:\n            return False\n" if checks else "")
+        + "        if grid == _grid and block == _block and shared == _shared:\n"
+        "            sizes = _sizes\n"
+        "        else:\n"
+        "            sizes = _cached_sizes((grid, block, shared))\n"
+        "            if sizes is None:\n"
+        "                return False\n"
+        "        handle = q._handle\n"
+        "        if handle is None:\n"
         "            return False\n"
-        "    handle = q._handle\n"
-        "    if handle is None:\n"
-        "        return False\n"
-        "    try:\n"
-        f"        blob = {blob}\n"
-        "    except _errors:\n"
-        "        return False\n"
-        + "".join(f"    if {b}._queues is not q:\n        {b}._use(q)\n" for b in used)
-        + "    _launch(handle, q._device_handle, _symbol, blob, sizes)\n"
-        "    return True\n"
+        "        try:\n"
+        f"            blob = {blob}\n"
+        "        except _errors:\n"
+        "            return False\n"
+        + "".join(f"        if {b}._queues is not q:\n            {b}._use(q)\n" for b in used)
+        + "        _launch(handle, _device, _symbol, blob, sizes)\n"
+        "        return True\n"
+        "    return fast\n"
     )
-    namespace["type"] = type
-    exec(compile(source, f"<offloadrt launcher of {kernel_name}>", "exec"), namespace)
-    fast: Callable[..., Any] = namespace["fast"]
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<offloadrt launcher of {kernel_name}>", "exec"), scope)
+    fast: Callable[..., Any] = scope["factory"](**namespace)
     return fast
 
 
@@ -242,7 +256,8 @@ def not_built(*_: Any) -> bool:
     return False
 
 
-def explain_failure(plan: Callable[..., Any], args: tuple[Any, ...], kernel_name: str, error: Exception) -> OffloadError:
+def explain_failure(plan: Callable[..., Any], args: tuple[Any, ...], kernel_name: str,
+                    error: Exception) -> OffloadError:
     """Which argument made ``plan`` fail, and why, in words."""
     from ._array import Array
     from ._memory import Buffer
@@ -260,7 +275,8 @@ def explain_failure(plan: Callable[..., Any], args: tuple[Any, ...], kernel_name
             return OffloadError(ErrorCode.INVALID_ARGUMENT,
                                 f"argument {index + 1} of kernel '{kernel_name}' ({value!r}) does not fit its "
                                 f"parameter {param.name}: {exc}")
-    return OffloadError(ErrorCode.INVALID_ARGUMENT, f"the arguments of kernel '{kernel_name}' cannot be packed: {error}")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"the arguments of kernel '{kernel_name}' cannot be packed: {error}")
 
 
 # ---- launch sizes ------------------------------------------------------------------------------

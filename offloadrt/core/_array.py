@@ -150,7 +150,8 @@ class Array:
         buffer = self._buf
         if buffer._device.backend != PlatformBackend.CUDA:
             raise NotAvailableError(ErrorCode.UNSUPPORTED,
-                                    f"__cuda_array_interface__ describes CUDA memory; this array is on {buffer._device}")
+                                    f"__cuda_array_interface__ describes CUDA memory; this array is on "
+                                    f"{buffer._device}")
         ptr = buffer._checked_ptr() + self._offset if self.nbytes else 0
         stream = None
         queue = self._queue

@@ -285,6 +285,7 @@ class Buffer:
     """
 
     __slots__ = ("_ptr", "nbytes", "_home", "_queues", "_exports", "_closed_ptr", "__weakref__")
+    _closed_ptr: int | None  # set by close() while exported: the block goes back with the last export
 
     def __init__(self, ptr: int, nbytes: int, home: _Home) -> None:
         self._ptr: int | None = ptr

@@ -194,8 +194,8 @@ class Queue:
         except OffloadError as exc:
             raise self._launch_error(exc, kernel) from exc
         try:
-            kernel._fast = _args.build_fast_launch(plan, args, kernel._handle, (grid, block, shared_mem), sizes,
-                                                   _launch, kernel.name)
+            kernel._fast = _args.build_fast_launch(plan, args, kernel._program._device.handle, kernel._handle,
+                                                   (grid, block, shared_mem), sizes, _launch, kernel.name)
         except TypeError:
             pass  # an unhashable grid or block: this launch shape stays on the slow path
 
