@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import KERNELS
 from fake_plugins import TWIN_PLATFORM_NAME, Factory, HostTwinPlugin, registered
 
 import offloadrt
@@ -801,9 +800,6 @@ def test_help_reads_well() -> None:
             if not attribute.startswith("_") and callable(getattr(member, "fget", member)):
                 assert getattr(member, "__doc__", None), f"{name}.{attribute}"
 
-
-def test_kernel_sources_are_ours() -> None:
-    assert (KERNELS / "core_kernels.c").exists()
 
 
 def test_the_end_of_a_with_block_raises_a_failure_nobody_saw(program: offloadrt.Program) -> None:

@@ -6,7 +6,6 @@ allocate/close cycles."""
 from __future__ import annotations
 
 import gc
-import threading
 import tracemalloc
 from collections.abc import Iterator
 
@@ -108,7 +107,6 @@ def test_eight_threads_allocate_launch_and_free(build) -> None:
     assert errors == []
     gc.collect()
     assert pool.used_bytes == 0  # everything went back
-    threading.enumerate()
 
 
 def test_no_leak_over_100000_allocate_close_cycles() -> None:
