@@ -7,7 +7,8 @@ and the layer gives its reference back at interpreter exit, after draining its q
 
 from ._array import Array, asarray, empty
 from ._device import Device, DeviceProperties, device, devices
-from ._memory import Buffer, MemoryPool
+from ._memory import Buffer
+from ._pool import MemoryPool
 from ._program import Kernel, Program
 from ._queue import Event, Queue
 

@@ -14,7 +14,8 @@ from . import _runtime
 from ._errors import MissingKeyError, with_context
 
 if TYPE_CHECKING:
-    from ._memory import Buffer, MemoryPool
+    from ._memory import Buffer
+    from ._pool import MemoryPool
     from ._program import Program
     from ._queue import Queue
 
@@ -104,7 +105,7 @@ class Device:
         """The device's memory pool, which :meth:`allocate` draws from."""
         pool = self._pool
         if pool is None:
-            from ._memory import MemoryPool
+            from ._pool import MemoryPool
 
             with self._pool_lock:
                 if self._pool is None:
