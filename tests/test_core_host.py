@@ -660,12 +660,12 @@ def test_launch_packs_with_c_alignment(program: offloadrt.Program) -> None:
     with offloadrt.device("host").queue() as queue:
         queue.launch(mixed, 1, 1, np.int8(-3), np.float64(2.5), np.int16(-300), out, np.float32(0.25),
                      np.uint64(1 << 40), np.uint8(200))
-        assert (out.numpy() == [-3, 2.5, -300, 0.25, 1 << 40, 200]).all()
+        assert (out.numpy(queue) == [-3, 2.5, -300, 0.25, 1 << 40, 200]).all()
         mixed.signature = ("int8", "double", "short", "ptr", "float32", "uint64", "uint8")
         queue.launch(mixed, 1, 1, -4, 3, 7, out.buffer, 0.5, 9, True)  # plain numbers, a Buffer for the pointer
-        assert (out.numpy() == [-4, 3, 7, 0.5, 9, 1]).all()
+        assert (out.numpy(queue) == [-4, 3, 7, 0.5, 9, 1]).all()
         queue.launch(mixed, 1, 1, ctypes.c_int8(1), 2.0, 3, out, 4.0, 5, 6)  # a ctypes value for a scalar
-        assert (out.numpy() == [1, 2, 3, 4, 5, 6]).all()
+        assert (out.numpy(queue) == [1, 2, 3, 4, 5, 6]).all()
     plan = _args.build_plan(mixed._params, (-4, 3, 7, out, 0.5, 9, True), "mixed")
     assert plan.format == "<b7xdh6xQf4xQB7x"  # struct mixed_args's layout, tail padding included
     assert _args.build_plan(None, (), "none")(None) is None
