@@ -1533,3 +1533,10 @@ def test_a_host_function_cannot_call_into_the_driver_but_may_use_the_host_device
     assert standin.read(pointer, 16) == b"0123456789abcdef"
     api.olDestroyQueue(queue)
     api.olMemFree(pointer)
+
+
+def test_a_queue_native_handle_is_its_stream(rt: Runtime) -> None:
+    queue = api.olCreateQueue(rt.gpus[0])
+    stream = queue.native_handle
+    assert stream and int(standin.driver.cuStreamQuery(standin.driver.CUstream(stream))[0]) == 0
+    api.olDestroyQueue(queue)

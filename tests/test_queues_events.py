@@ -587,3 +587,10 @@ def test_host_functions_may_enqueue_allocate_free_and_query(host, basic) -> None
     api.olMemFree(done["counter"])
     for q in (queue, other, done["queue"]):
         api.olDestroyQueue(q)
+
+
+def test_a_host_queue_has_no_driver_handle(host) -> None:
+    queue = api.olCreateQueue(host)
+    assert queue.native_handle == 0
+    api.olDestroyQueue(queue)
+    expect_error(ErrorCode.INVALID_QUEUE, lambda: queue.native_handle)

@@ -106,6 +106,18 @@ class Queue:
     def __str__(self) -> str:
         return f"Queue#{self.number} on {self.device.label}"
 
+    @property
+    def native_handle(self) -> int:
+        """The driver's handle of the queue as an integer: the ``CUstream`` or ``hipStream_t`` of a
+        GPU queue (for ``__cuda_stream__`` and array interfaces), 0 on the host device.
+
+        An offloadrt addition (liboffload has no such query). ``INVALID_QUEUE`` once destroyed.
+        """
+        ai = self._ai
+        if ai is None:
+            raise OffloadError(ErrorCode.INVALID_QUEUE, f"queue {self!r} has been destroyed")
+        return ai.native_handle()
+
 
 class Event:
     """A point in a queue's work, made by ``olCreateEvent``: complete once the work submitted to

@@ -303,15 +303,11 @@ class CudaQueue(Queue):
 
 
 def native_stream(handle: api.Queue) -> int:
-    """The address of the driver stream behind a GPU queue.
-
-    The ``ol*`` API has no query for it (liboffload has no native-handle query); this reads the
-    backend queue of the handle, and says so plainly if that ever changes.
-    """
-    stream = getattr(getattr(handle, "_ai", None), "stream", None)
-    if stream is None:
-        raise NotAvailableError(ErrorCode.UNSUPPORTED, f"{handle} has no driver stream offloadrt can reach")
-    return int(stream)
+    """The address of the driver stream behind a GPU queue (``api.Queue.native_handle``)."""
+    stream = handle.native_handle
+    if not stream:
+        raise NotAvailableError(ErrorCode.UNSUPPORTED, f"{handle} has no driver stream")
+    return stream
 
 
 def check(queue: object, device: Device, what: str) -> Queue:

@@ -176,6 +176,9 @@ class GpuStream(AsyncInfo):
         # driver call, so a host function running on the driver's thread can always take it.
         self.lock = threading.Lock()
 
+    def native_handle(self) -> int:
+        return int(self.stream)
+
     def next_position(self) -> int:
         """The position of a host function or wait being submitted now."""
         with self.lock:

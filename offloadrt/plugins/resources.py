@@ -99,6 +99,10 @@ class AsyncInfo:
             self.failure = failure
         return failure
 
+    def native_handle(self) -> int:
+        """The driver's handle of this queue as an integer (0 where there is no driver queue)."""
+        return 0
+
     def queue_error(self) -> OffloadError:
         """The ``QUEUE_ERROR`` for a call on this (failed) queue; says if it failed by waiting on another."""
         failure = self.failure
