@@ -25,3 +25,10 @@ def test_the_first_kernel_example_runs_and_prints_its_result(tmp_path: Path) -> 
                             timeout=120, env=env, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["20.0"], result.stdout
+
+
+def test_the_python_api_example_is_examples_saxpy() -> None:
+    """The README shows examples/saxpy.py as it is (tests/test_core_examples.py runs that file)."""
+    example = (README.parent / "examples" / "saxpy.py").read_text()
+    shown = next(block for block in blocks("python") if "offloadrt.asarray" in block)
+    assert example.endswith(shown), "README's Python API example differs from examples/saxpy.py"
