@@ -35,8 +35,9 @@ from _report import best_of, print_table, write_json
 
 import offloadrt
 from offloadrt import AllocType, DeviceInfo, DeviceType, Dimensions, KernelLaunchSizeArgs, SymbolKind, api
-from offloadrt.plugins import host_loader, host_probe
-from offloadrt.plugins.host_exec import KERNEL_PROTOTYPE, LaunchStruct
+from offloadrt.plugins.host import loader as host_loader
+from offloadrt.plugins.host import probe as host_probe
+from offloadrt.plugins.host.exec import KERNEL_PROTOTYPE, LaunchStruct
 
 EMPTY_KERNEL = """
 #include <offloadrt/host_kernel.h>

@@ -36,8 +36,9 @@ from offloadrt import (
     SymbolKind,
     api,
 )
-from offloadrt.plugins import amdgpu, hip_driver
-from offloadrt.plugins.amdgpu import AmdGpuDevice
+from offloadrt.plugins.amdgpu import driver as hip_driver
+from offloadrt.plugins.amdgpu import plugin as amdgpu
+from offloadrt.plugins.amdgpu.plugin import AmdGpuDevice
 from offloadrt.types import DeviceInfo, PlatformInfo
 
 hipError_t = standin.hip.hipError_t  # noqa: N816  # hip-python's name
@@ -199,11 +200,11 @@ def representative_workload(runtime: Runtime) -> None:
 
 def plugin_hip_calls() -> set[str]:
     """Every HIP function the plugin's source calls: ``DRIVER_CALLS``, the functions that name a
-    status (``hip_driver.Driver``), and each ``<module>.hipX(...)`` call in amdgpu.py and
-    hip_driver.py (``d.hipMalloc(``, ``self.d.hipSetDevice(``, ``self.driver.module.hipInit(``);
+    status (``hip_driver.Driver``), and each ``<module>.hipX(...)`` call in the AMDGPU plugin's package
+    (``d.hipMalloc(``, ``self.d.hipSetDevice(``, ``self.driver.module.hipInit(``);
     ``hipError_t(status)`` makes an enum member and is no HIP call."""
-    plugins = Path(amdgpu.__file__).parent
-    text = "".join((plugins / name).read_text() for name in ("amdgpu.py", "hip_driver.py"))
+    package = Path(amdgpu.__file__).parent
+    text = "".join(path.read_text() for path in sorted(package.glob("*.py")))
     direct = set(re.findall(r"\.(hip[A-Z]\w*)\(", text))
     functions = {name for name in direct if not isinstance(getattr(standin.hip, name, None), type)}
     naming = {hip_driver.Driver.name_function, hip_driver.Driver.explain_function}

@@ -36,8 +36,8 @@ from offloadrt import (
     SymbolKind,
     api,
 )
-from offloadrt.plugins import cuda_driver
-from offloadrt.plugins.cuda import CudaDevice
+from offloadrt.plugins.cuda import driver as cuda_driver
+from offloadrt.plugins.cuda.plugin import CudaDevice
 from offloadrt.types import DeviceInfo, PlatformInfo
 
 WAIT = 10.0  # the longest a test waits for something that should happen at once
@@ -328,10 +328,10 @@ def exercise_kernels_events_and_teardown(runtime: Runtime, prog: api.Program, qu
 
 
 def plugin_driver_calls() -> set[str]:
-    """Every ``cu*`` function the plugin's source calls, directly or through ``DRIVER_CALLS``."""
-    plugins = Path(cuda_driver.__file__).parent
-    text = "".join((plugins / name).read_text() for name in ("cuda.py", "cuda_driver.py"))
-    from offloadrt.plugins.cuda import CudaDevice as Device
+    """Every ``cu*`` function the plugin's source calls (its package), directly or through ``DRIVER_CALLS``."""
+    package = Path(cuda_driver.__file__).parent
+    text = "".join(path.read_text() for path in sorted(package.glob("*.py")))
+    from offloadrt.plugins.cuda.plugin import CudaDevice as Device
 
     direct = set(re.findall(r"\b(?:d|mod|self\.d)\.(cu[A-Z]\w*)\b", text))
     return direct | set(Device.DRIVER_CALLS.values())

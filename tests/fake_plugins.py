@@ -31,7 +31,7 @@ from typing import Any
 
 from offloadrt import DeviceInfo, DeviceType, ErrorCode, OffloadError, PlatformBackend
 from offloadrt.plugins import GenericDevice, GenericPlugin, PluginUnavailable, register_plugin, unregister_plugin
-from offloadrt.plugins.host import HostDevice, HostPlugin
+from offloadrt.plugins.host.plugin import HostDevice, HostPlugin
 
 MISSING_DRIVER_MODULE = "offloadrt_test_no_such_vendor_package"
 

@@ -1,4 +1,4 @@
-"""Recognising AMDGPU program images (offloadrt.plugins.amdgpu_images), on any machine.
+"""Recognising AMDGPU program images (offloadrt.plugins.amdgpu.images), on any machine.
 
 Real code objects and offload bundles come from tests/hip_standin's builders, which follow LLVM's
 AMDGPUUsage and ClangOffloadBundler formats; these tests fix what the AMDGPU plugin decides before
@@ -17,7 +17,7 @@ from hip_standin.images import HOST_TRIPLE, bundle_triple, code_object, offload_
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offloadrt.plugins import amdgpu_images as ai
+from offloadrt.plugins.amdgpu import images as ai
 
 MI210 = "gfx90a:sramecc+:xnack-"  # gcnArchName of an AMD Instinct MI210 (xnack off, the default)
 MI300X = "gfx942:sramecc+:xnack-"

@@ -3,7 +3,7 @@
 ``tests/hip_standin`` replaces hip-python's ``hip.hip`` and follows the HIP runtime's documented
 behaviour (a current device per thread, stream order, hipErrorNotReady while work is pending,
 host functions on a stream thread, sticky faults); these tests check what the plugin, and the
-GPU logic it shares with the CUDA plugin (``plugins/gpu.py``), do with it: discovery, device
+GPU logic it shares with the CUDA plugin (``plugins/common/gpu/``), do with it: discovery, device
 info, device selection on any thread, memory, copies and fills, code objects and offload
 bundles, launches, stream and event pools, queue recycling, events, host functions,
 asynchronous errors and error mapping. The last tests check that a representative workload

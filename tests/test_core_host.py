@@ -120,7 +120,7 @@ def test_a_property_the_backend_cannot_tell_is_a_missing_key(host: offloadrt.Dev
 
 def test_import_offloadrt_starts_nothing() -> None:
     code = ("import sys, offloadrt; "
-            "print(sorted(m for m in ('numpy', 'offloadrt.core', 'offloadrt.plugins.host', 'offloadrt.api') "
+            "print(sorted(m for m in ('numpy', 'offloadrt.core', 'offloadrt.plugins.host.plugin', 'offloadrt.api') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.strip() == "[]"

@@ -74,7 +74,7 @@ from offloadrt import (
     api,
 )
 from offloadrt.__main__ import main as offloadrt_main
-from offloadrt.plugins import cuda_driver
+from offloadrt.plugins.cuda import driver as cuda_driver
 
 REINIT = "re-initialised"  # what every error of a poisoned device says
 

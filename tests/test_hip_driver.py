@@ -1,4 +1,4 @@
-"""HIP statuses in offloadrt (offloadrt.plugins.hip_driver): what each means, how it is named, and
+"""HIP statuses in offloadrt (offloadrt.plugins.amdgpu.driver): what each means, how it is named, and
 loading hip-python.
 
 The mapping and naming are checked against tests/hip_standin (any machine); the status numbers,
@@ -22,10 +22,11 @@ import hip_standin as standin
 import pytest
 
 from offloadrt import ErrorCode, OffloadError
-from offloadrt.plugins import amdgpu, gpu
-from offloadrt.plugins import hip_driver as hd
-from offloadrt.plugins.amdgpu import AmdGpuDevice
-from offloadrt.plugins.interface import PluginUnavailable
+from offloadrt.plugins.amdgpu import driver as hd
+from offloadrt.plugins.amdgpu import plugin as amdgpu
+from offloadrt.plugins.amdgpu.plugin import AmdGpuDevice
+from offloadrt.plugins.common import PluginUnavailable
+from offloadrt.plugins.common.gpu import driver as gpu
 
 GROUPS = [("OUT_OF_MEMORY", ErrorCode.OUT_OF_RESOURCES), ("BAD_IMAGE", ErrorCode.INVALID_BINARY),
           ("NOT_SUPPORTED", ErrorCode.UNSUPPORTED), ("NOT_FOUND", ErrorCode.NOT_FOUND),

@@ -247,7 +247,8 @@ def run_batch(seed: int, start: int, count: int, bases: list[Path]) -> int:
         SymbolKind,
         api,
     )
-    from offloadrt.plugins import host_loader, host_probe
+    from offloadrt.plugins.host import loader as host_loader
+    from offloadrt.plugins.host import probe as host_probe
 
     mutators = [Mutator(path.stem, path.read_bytes()) for path in bases]
     api.olInit()

@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offloadrt import AllocType, ErrorCode, OffloadError, SymbolKind, api
-from offloadrt.plugins import host_loader, host_probe
+from offloadrt.plugins.host import loader as host_loader
+from offloadrt.plugins.host import probe as host_probe
 
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_RELACOUNT = 0, 1, 4, 5, 6, 0x6FFFFFF9
 DT_INIT, DT_FINI, DT_STRSZ, DT_SYMENT, DT_RELAENT, DT_PLTREL = 12, 13, 10, 11, 9, 20
@@ -571,7 +572,8 @@ def test_helper_ends_with_its_parent(basic_image, tmp_path, ending) -> None:
     path.write_bytes(basic_image)
     script = textwrap.dedent(f"""
         import os, signal, sys
-        from offloadrt.plugins import host_loader, host_probe
+        from offloadrt.plugins.host import loader as host_loader
+        from offloadrt.plugins.host import probe as host_probe
         assert host_loader.is_loadable(open(sys.argv[1], "rb").read())
         print(host_probe.helper_pid(), flush=True)
         if {ending == "SIGKILL"}:

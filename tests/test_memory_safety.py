@@ -17,7 +17,7 @@ from conftest import Gate, alloc_u32, expect_error, increment, kernel, launch_ar
 
 import offloadrt
 from offloadrt import AllocType, ErrorCode, MemInfo, api
-from offloadrt.plugins import host as host_plugin
+from offloadrt.plugins.host import memory as host_memory
 
 CANARY = 0xA5
 
@@ -109,13 +109,13 @@ def test_the_bounds_check_is_off_without_validation(monkeypatch) -> None:
 
 def test_free_under_queued_work_waits_for_that_work(host, queue, monkeypatch) -> None:
     freed: list[int] = []
-    real_free = host_plugin._free
+    real_free = host_memory.free
 
     def recording_free(ptr: int) -> None:
         freed.append(ptr)
         real_free(ptr)
 
-    monkeypatch.setattr(host_plugin, "_free", recording_free)
+    monkeypatch.setattr(host_memory, "free", recording_free)
     size = 1 << 20
     src = api.olMemAlloc(host, AllocType.HOST, size)
     dst = api.olMemAlloc(host, AllocType.DEVICE, size)
@@ -138,8 +138,8 @@ def test_free_under_queued_work_waits_for_that_work(host, queue, monkeypatch) ->
 
 def test_free_waits_for_every_busy_queue_and_survives_a_failed_one(host, basic, monkeypatch) -> None:
     freed: list[int] = []
-    real_free = host_plugin._free
-    monkeypatch.setattr(host_plugin, "_free", lambda ptr: (freed.append(ptr), real_free(ptr)))
+    real_free = host_memory.free
+    monkeypatch.setattr(host_memory, "free", lambda ptr: (freed.append(ptr), real_free(ptr)))
     queues = [api.olCreateQueue(host) for _ in range(3)]
     gates = [Gate(q) for q in queues]
     counter, _view = alloc_u32(host)
@@ -160,8 +160,8 @@ def test_free_waits_for_every_busy_queue_and_survives_a_failed_one(host, basic, 
 
 def test_free_without_queued_work_is_immediate(host, queue, monkeypatch) -> None:
     freed: list[int] = []
-    real_free = host_plugin._free
-    monkeypatch.setattr(host_plugin, "_free", lambda ptr: (freed.append(ptr), real_free(ptr)))
+    real_free = host_memory.free
+    monkeypatch.setattr(host_memory, "free", lambda ptr: (freed.append(ptr), real_free(ptr)))
     address = api.olMemAlloc(host, AllocType.DEVICE, 64)
     api.olMemFree(address)
     assert freed == [address]
@@ -309,7 +309,7 @@ def test_calls_racing_the_last_shutdown_leave_no_thread_memory_or_program_behind
         for t in threads: t.join()
     gc.collect()
     assert threading.active_count() == baseline, [t.name for t in threading.enumerate()]
-    from offloadrt.plugins import host_loader
+    from offloadrt.plugins.host import loader as host_loader
     assert not host_loader._OPEN_FDS, f"{len(host_loader._OPEN_FDS)} programs were left loaded"
     print("refused", refused)
     """

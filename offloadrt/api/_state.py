@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
-from ..plugins import create_plugins, resources
+from ..plugins import create_plugins
+from ..plugins.common import resources
 from ..types import AllocType, CodeLocation, PlatformBackend, UnavailablePlatform
 from . import _trace
 from .handles import Device, Platform

@@ -9,13 +9,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ErrorCode, OffloadError
-from ..plugins.resources import running_host_function
+from ..plugins.common.resources import running_host_function
 from ..types import PlatformBackend, SymbolKind
 
 if TYPE_CHECKING:
-    from ..plugins.image import DeviceImage, GenericKernel, GlobalVariable
-    from ..plugins.interface import GenericDevice, GenericPlugin
-    from ..plugins.resources import AsyncInfo, GenericEvent
+    from ..plugins.common import GenericDevice, GenericPlugin
+    from ..plugins.common.image import DeviceImage, GenericKernel, GlobalVariable
+    from ..plugins.common.resources import AsyncInfo, GenericEvent
 
 
 # Handles are numbered per kind for the life of the process: ``Queue#12`` names the same queue in

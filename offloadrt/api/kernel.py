@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from ..plugins.image import GenericKernel, GlobalVariable
+from ..plugins.common.image import GenericKernel, GlobalVariable
 from ..types import SYMBOL_INFO_KINDS, KernelLaunchSizeArgs, SymbolInfo, SymbolKind
 from ._info import value_size
 from ._state import Context, entry_point

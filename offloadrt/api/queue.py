@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from ..plugins.resources import AsyncInfo, GenericEvent, running_host_function
+from ..plugins.common.resources import AsyncInfo, GenericEvent, running_host_function
 from ..types import QUEUE_INFO_KINDS, QueueInfo
 from ._info import value_size
 from ._state import Context, entry_point, release_backend_queue, shut_down_meanwhile

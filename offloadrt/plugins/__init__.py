@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable, Iterable
 
 from ..types import PlatformBackend
-from .interface import GenericDevice, GenericPlugin, PluginUnavailable
+from .common import GenericDevice, GenericPlugin, PluginUnavailable
 
 PluginFactory = Callable[[], GenericPlugin]
 
@@ -25,9 +25,9 @@ def _lazy(module: str, cls: str) -> PluginFactory:
 
 
 _REGISTRY: dict[PlatformBackend, PluginFactory] = {
-    PlatformBackend.CUDA: _lazy(".cuda", "CudaPlugin"),
-    PlatformBackend.AMDGPU: _lazy(".amdgpu", "AmdGpuPlugin"),
-    PlatformBackend.HOST: _lazy(".host", "HostPlugin"),
+    PlatformBackend.CUDA: _lazy(".cuda.plugin", "CudaPlugin"),
+    PlatformBackend.AMDGPU: _lazy(".amdgpu.plugin", "AmdGpuPlugin"),
+    PlatformBackend.HOST: _lazy(".host.plugin", "HostPlugin"),
 }
 
 

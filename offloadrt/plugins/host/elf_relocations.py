@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from array import array
 
-from .host_elf import PF_W, PF_X, ElfImage, invalid
-from .host_elf_tags import (
+from .elf import PF_W, PF_X, ElfImage, invalid
+from .elf_tags import (
     ARRAYS,
     DF_TEXTREL,
     DT_FLAGS,

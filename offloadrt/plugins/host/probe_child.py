@@ -1,6 +1,6 @@
 """The image-check helper: a single-threaded process that test-loads host images in throwaway children.
 
-:mod:`.host_probe` runs this file's source as ``python -I -S -c <source> <socket fd>``. It never
+:mod:`.probe` runs this file's source as ``python -I -S -c <source> <socket fd>``. It never
 imports offloadrt (it must start fast and load nothing the image could interfere with).
 
 Protocol, over an ``AF_UNIX``/``SOCK_SEQPACKET`` socket: the helper first sends ``b"ready"``. Each

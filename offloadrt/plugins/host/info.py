@@ -9,8 +9,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
+from ... import __version__
+from ...types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 
 UINT32_MAX = 0xFFFFFFFF
 VENDOR_IDS = {"GenuineIntel": 0x8086, "AuthenticAMD": 0x1022}

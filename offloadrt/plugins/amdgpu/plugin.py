@@ -2,7 +2,7 @@
 
 HIP keeps a current device per thread; every operation makes its device current first
 (``hipSetDevice``, cached per thread), so any Python thread can use any device. Streams, events,
-launches, fills and host functions are the shared GPU logic of :mod:`.gpu`; this module adds
+launches, fills and host functions are the shared GPU logic of :mod:`..common.gpu`; this module adds
 what is HIP's own: allocation, device properties, peer access, and AMDGPU code objects, whose
 processor and features are checked against the device's ``gcnArchName`` before loading.
 """
@@ -12,14 +12,23 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
-from ..errors import ErrorCode, OffloadError
-from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
-from . import hip_driver as hd
-from .amdgpu_images import compatible, parse_target_id
-from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
-from .image import DeviceImage, GenericKernel
-from .interface import GenericDevice, PluginUnavailable
-from .resources import AsyncInfo
+from ...errors import ErrorCode, OffloadError
+from ...types import AllocType, DeviceInfo, Dimensions, PlatformBackend
+from ..common import GenericDevice, PluginUnavailable
+from ..common.gpu import (
+    HOST_TRAMPOLINE_ADDRESS,
+    GpuDevice,
+    GpuDeviceCore,
+    GpuImage,
+    GpuKernel,
+    GpuPlugin,
+    LaunchBuffers,
+    gpu_info,
+)
+from ..common.image import DeviceImage, GenericKernel
+from ..common.resources import AsyncInfo
+from . import driver as hd
+from .images import compatible, parse_target_id
 
 
 class AmdGpuDevice(GpuDevice):
@@ -144,11 +153,11 @@ class AmdGpuDevice(GpuDevice):
             assert queue is not None
             self.synchronize(queue, release=False)
 
-    def _can_access_peer(self, peer: GpuDevice) -> bool:
+    def _can_access_peer(self, peer: GpuDeviceCore) -> bool:
         return bool(self.check(self.d.hipDeviceCanAccessPeer(self.device_id, peer.device_id),
                                "hipDeviceCanAccessPeer"))
 
-    def _enable_peer_access(self, peer: GpuDevice) -> int:
+    def _enable_peer_access(self, peer: GpuDeviceCore) -> int:
         return int(self.d.hipDeviceEnablePeerAccess(peer.device_id, 0)[0])  # for the current device (self)
 
     # ---- programs --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Each device retains its primary context and makes it current on the calling thread before
 every driver call, so any Python thread can use any device. Streams, events, launches, fills
-and host functions are the shared GPU logic of :mod:`.gpu`; this module adds what is CUDA's
+and host functions are the shared GPU logic of :mod:`..common.gpu`; this module adds what is CUDA's
 own: contexts, allocation, device attributes, PTX/cubin/fatbin images and the shared-memory
 opt-in.
 """
@@ -12,13 +12,22 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
-from ..errors import ErrorCode, OffloadError
-from ..types import AllocType, DeviceInfo, Dimensions, PlatformBackend
-from . import cuda_driver as cd
-from .cuda_images import compatible, image_kind
-from .gpu import HOST_TRAMPOLINE_ADDRESS, GpuDevice, GpuImage, GpuKernel, GpuPlugin, LaunchBuffers, gpu_info
-from .image import DeviceImage, GenericKernel
-from .interface import GenericDevice
+from ...errors import ErrorCode, OffloadError
+from ...types import AllocType, DeviceInfo, Dimensions, PlatformBackend
+from ..common import GenericDevice
+from ..common.gpu import (
+    HOST_TRAMPOLINE_ADDRESS,
+    GpuDevice,
+    GpuDeviceCore,
+    GpuImage,
+    GpuKernel,
+    GpuPlugin,
+    LaunchBuffers,
+    gpu_info,
+)
+from ..common.image import DeviceImage, GenericKernel
+from . import driver as cd
+from .images import compatible, image_kind
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 JIT_LOG_SIZE = 16 * 1024
@@ -125,11 +134,11 @@ class CudaDevice(GpuDevice):
     def peer_handle(self) -> Any:
         return self.context
 
-    def _can_access_peer(self, peer: GpuDevice) -> bool:
+    def _can_access_peer(self, peer: GpuDeviceCore) -> bool:
         assert isinstance(peer, CudaDevice)
         return bool(self.check(self.d.cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer"))
 
-    def _enable_peer_access(self, peer: GpuDevice) -> int:
+    def _enable_peer_access(self, peer: GpuDeviceCore) -> int:
         assert isinstance(peer, CudaDevice)
         return int(self.d.cuCtxEnablePeerAccess(peer.context, 0)[0])
 

@@ -13,10 +13,10 @@ uses them, so that a malformed image is ``INVALID_BINARY`` with a reason instead
   inside the file-backed part of a ``PT_LOAD`` at the matching file offset;
 - every section header: inside the file, links and infos in range, entry sizes of symbol,
   relocation and dynamic sections right, allocated sections where their segment puts them, and
-  the section view of the dynamic symbol table equal to the loader's (``host_elf_dynamic``).
+  the section view of the dynamic symbol table equal to the loader's (``elf_dynamic``).
 
 The dynamic table, hash tables, symbols, symbol versions and relocations are checked by
-:mod:`.host_elf_dynamic`. Images of the host's class and byte order only; ELF64 little-endian
+:mod:`.elf_dynamic`. Images of the host's class and byte order only; ELF64 little-endian
 is what the supported hosts run and what the tests cover.
 """
 
@@ -27,7 +27,7 @@ import mmap
 import struct
 from typing import NamedTuple
 
-from ..errors import ErrorCode, OffloadError
+from ...errors import ErrorCode, OffloadError
 
 ELF_MAGIC = b"\x7fELF"
 MACHINE_NAMES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S390", 40: "ARM", 62: "x86-64",

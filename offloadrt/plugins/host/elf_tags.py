@@ -1,7 +1,7 @@
 """The dynamic table's vocabulary (tags, flags) and the address ranges the loader reads as tables.
 
-Shared by :mod:`.host_elf_dynamic` (the dynamic table, symbols, versions) and
-:mod:`.host_elf_relocations`.
+Shared by :mod:`.elf_dynamic` (the dynamic table, symbols, versions) and
+:mod:`.elf_relocations`.
 """
 
 from __future__ import annotations

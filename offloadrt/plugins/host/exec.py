@@ -16,8 +16,8 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
 
-from ..errors import ErrorCode, OffloadError
-from .resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
+from ...errors import ErrorCode, OffloadError
+from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
 
 KERNEL_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 

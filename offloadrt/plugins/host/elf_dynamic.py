@@ -7,7 +7,7 @@ with the right entry size and alignment; strings are NUL-terminated inside ``DT_
 chains stay inside the symbol table and end; version indices stay inside the version table the
 loader builds; code addresses the loader calls (``DT_INIT``, ``DT_FINI``, IFUNC symbols) lie in
 executable segments, data symbols inside a segment; and the section view of the symbol table
-equals the loader's. Relocations are checked by :mod:`.host_elf_relocations`.
+equals the loader's. Relocations are checked by :mod:`.elf_relocations`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 
-from .host_elf import PF_X, PT_TLS, SHT_DYNAMIC, SHT_DYNSYM, ElfImage, Segment, invalid
-from .host_elf_relocations import check_relocations, relocation_tables
-from .host_elf_tags import (
+from .elf import PF_X, PT_TLS, SHT_DYNAMIC, SHT_DYNSYM, ElfImage, Segment, invalid
+from .elf_relocations import check_relocations, relocation_tables
+from .elf_tags import (
     ARRAYS,
     DF_1_NOOPEN,
     DF_1_PIE,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .gpu import GpuDriver
-from .interface import PluginUnavailable
+from ..common import PluginUnavailable
+from ..common.gpu.driver import GpuDriver
 
 SUCCESS = 0
 NOT_READY = 600  # hipErrorNotReady

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import ErrorCode, OffloadError
+from ...errors import ErrorCode, OffloadError
 
 
 @dataclass

@@ -5,7 +5,7 @@ that faults, a corrupt ``DT_FINI`` that faults at ``dlclose``) or never return f
 :func:`verify` therefore loads and unloads the image in a short-lived test process first and
 reports whether that process survived.
 
-The test processes are forked by a helper (:mod:`.host_probe_child`): a fresh, single-threaded
+The test processes are forked by a helper (:mod:`.probe_child`): a fresh, single-threaded
 interpreter started on first use with ``subprocess`` (spawn, never a fork of this process, whose
 queue and pool threads could hold the loader's or malloc's locks at fork time). The helper forks
 one child per image (a millisecond or two), so the same bytes cost one test load per process when
@@ -33,13 +33,13 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 
-from ..errors import ErrorCode, OffloadError
+from ...errors import ErrorCode, OffloadError
 
 TIMEOUT_VARIABLE = "OFFLOAD_IMAGE_CHECK_TIMEOUT"
 DEFAULT_TIMEOUT = 10.0  # seconds a test load may take (constructors included)
 START_TIMEOUT = 30.0  # seconds the helper may take to start
 ANSWER_GRACE = 5.0  # seconds past the test load's timeout before the helper counts as stuck
-LOADED, REJECTED, REFUSED, NOT_RUN = range(4)  # the helper's verdicts (host_probe_child.py)
+LOADED, REJECTED, REFUSED, NOT_RUN = range(4)  # the helper's verdicts (probe_child.py)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class _Helper:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            source = resources.files(__package__).joinpath("host_probe_child.py").read_text()
+            source = resources.files(__package__).joinpath("probe_child.py").read_text()
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", source, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import mmap
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
-from ..errors import ErrorCode, OffloadError
-from ..types import AllocType, DeviceInfo, PlatformBackend
-from .host_exec import (
+from ... import __version__
+from ...errors import ErrorCode, OffloadError
+from ...types import AllocType, DeviceInfo, PlatformBackend
+from ..common import Dim3, GenericDevice, GenericPlugin
+from ..common.image import DeviceImage, GenericKernel, GlobalVariable
+from ..common.resources import AsyncInfo, GenericEvent
+from . import memory
+from .exec import (
     KERNEL,
     KERNEL_PROTOTYPE,
     GroupPool,
@@ -27,134 +30,11 @@ from .host_exec import (
     after_queued_work,
     program_gone,
 )
-from .host_info import compute_units, host_device_info
-from .host_loader import check_image, dlclose, dlopen_image, is_loadable, read_symbols
-from .image import DeviceImage, GenericKernel, GlobalVariable
-from .interface import Dim3, GenericDevice, GenericPlugin
-from .resources import AsyncInfo, GenericEvent
+from .image import HostImage, HostKernel, declared_args_size
+from .info import compute_units, host_device_info
+from .loader import check_image, dlopen_image, is_loadable, read_symbols
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_posix_memalign = _libc.posix_memalign
-_posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t)
-_posix_memalign.restype = ctypes.c_int
-_free = _libc.free
-_free.argtypes = (ctypes.c_void_p,)
-_free.restype = None
 _memmove = ctypes.memmove
-_memset = ctypes.memset
-PAGE_SIZE = mmap.PAGESIZE
-FILL_CHUNK = 1 << 20  # copy the pattern forward in pieces that stay in cache
-
-
-def _copy(arg: tuple[int, int, int]) -> None:
-    _memmove(arg[0], arg[1], arg[2])
-
-
-def fill(ptr: int, pattern: bytes, size: int) -> None:
-    """Write ``pattern`` over ``size`` bytes at ``ptr``; a last partial copy is cut at ``size``."""
-    if size <= 0:
-        return
-    width = len(pattern)
-    if width == 1:
-        _memset(ptr, pattern[0], size)
-        return
-    # Copy from a private buffer of whole patterns, never from the destination itself: work on
-    # another queue racing the fill's first bytes then cannot spread into the rest of it.
-    chunk = pattern * max(1, min(size, FILL_CHUNK) // width)
-    step = len(chunk)
-    filled = 0
-    while filled < size:
-        count = min(step, size - filled)
-        _memmove(ptr + filled, chunk, count)
-        filled += count
-
-
-def _fill_item(arg: tuple[int, bytes, int]) -> None:
-    fill(*arg)
-
-
-class HostImage(DeviceImage):
-    """A loaded shared object.
-
-    Unloading waits (without blocking the caller) for work that may still call into it: each
-    queue that is busy at unload time gets a marker, and a synchronous launch in progress on
-    another thread holds the image; dlclose runs when the last of them lets go, so launches
-    queued before ``olDestroyProgram`` still run.
-
-    A launch that races the unload (queued after the unload looked at the queues) must not
-    run, and the launch path takes no lock to prevent the race. A queue reaching a launch asks
-    :meth:`may_run`: ``unloaded`` is set before the busy queues are looked at, so while it is
-    False the unload will find this queue busy (an item stays queued until it has run) and
-    close behind the launch. Once it is True, the launch runs only if its queue was marked and
-    has not passed its marker yet: the marker is then behind the launch. A synchronous launch
-    holds the image first and checks ``unloaded`` second, with the same effect.
-    """
-
-    def __init__(self, device: HostDevice, image: bytes, lib: ctypes.CDLL, symbols: dict[str, Any]):
-        super().__init__(device, image)
-        self.lib = lib
-        self.symbols = symbols
-        self._holds = 0
-        self._closing = False
-        self._hold_lock = threading.Lock()  # guards _holds and _closing
-        self.marked: frozenset[HostQueue] | None = None  # the queues that got a marker, once unloading
-        self.passed: set[HostQueue] = set()  # marked queues whose marker has run
-
-    def may_run(self, queue: HostQueue) -> bool:
-        """Whether a launch of this image that ``queue`` reached now may call into it (see above)."""
-        if not self.unloaded:
-            return True
-        marked = self.marked
-        return marked is None or (queue in marked and queue not in self.passed)
-
-    def hold(self) -> None:
-        with self._hold_lock:
-            self._holds += 1
-
-    def release(self, _arg: object = None, _failure: object = None) -> None:
-        with self._hold_lock:
-            self._holds -= 1
-            close = self._closing and self._holds == 0
-        if close:
-            dlclose(self.lib)
-
-    def _marker(self, queue: HostQueue, _failure: object = None) -> None:
-        self.passed.add(queue)
-        self.release()
-
-    def close(self, busy_queues: list[HostQueue]) -> None:
-        self.marked = frozenset(busy_queues)
-        with self._hold_lock:
-            self._closing = True
-            self._holds += len(busy_queues)
-            close_now = self._holds == 0
-        for queue in busy_queues:
-            queue.submit(self._marker, queue, self._marker)
-        if close_now:
-            dlclose(self.lib)
-
-
-class HostKernel(GenericKernel):
-    __slots__ = ("fn",)
-
-    def __init__(self, image: HostImage, name: str, fn: Any, args_size: int | None):
-        super().__init__(image, name, args_size)
-        self.fn = fn
-
-
-ARGS_SIZE_PREFIX = "__ol_args_size_"  # OL_HOST_KERNEL_ARGS in host_kernel.h
-
-
-def _declared_args_size(image: HostImage, name: str) -> int | None:
-    """The argument blob size the image declares for kernel ``name`` (OL_HOST_KERNEL_ARGS), if any."""
-    symbol = image.symbols.get(ARGS_SIZE_PREFIX + name)
-    if symbol is None or symbol.kind != "object" or symbol.size != 8:
-        return None
-    try:
-        return int(ctypes.c_uint64.in_dll(image.lib, ARGS_SIZE_PREFIX + name).value)
-    except ValueError:
-        return None
-
 
 class HostDevice(GenericDevice):
     """The CPU as an offload device."""
@@ -190,12 +70,7 @@ class HostDevice(GenericDevice):
 
     # memory
     def _alloc_impl(self, size: int, kind: AllocType) -> int:
-        out = ctypes.c_void_p()
-        status = _posix_memalign(ctypes.byref(out), PAGE_SIZE, size)
-        if status:
-            raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
-                               f"posix_memalign of {size} bytes failed with errno {status}")
-        return out.value or 0
+        return memory.allocate(size)
 
     def _free_impl(self, ptr: int, kind: AllocType) -> None:
         """Free now, or, while queues hold work that may still use the memory, once they finished it
@@ -203,9 +78,9 @@ class HostDevice(GenericDevice):
         with self._queues_lock:
             busy = [queue for queue in self.queues if queue._items]
         if busy:
-            after_queued_work(busy, _free, ptr)
+            after_queued_work(busy, memory.free, ptr)
         else:
-            _free(ptr)
+            memory.free(ptr)
 
     def _data_lock_impl(self, ptr: int, size: int) -> int:
         return ptr  # the host device works on host memory in place: nothing to pin or map
@@ -217,16 +92,16 @@ class HostDevice(GenericDevice):
         if queue is None:
             _memmove(dst, src, size)
         else:
-            queue.submit(_copy, (dst, src, size))  # type: ignore[attr-defined]
+            queue.submit(memory.copy_item, (dst, src, size))  # type: ignore[attr-defined]
 
     _data_submit_impl = _data_memcpy_impl
     _data_retrieve_impl = _data_memcpy_impl
 
     def _data_fill_impl(self, ptr: int, pattern: bytes, size: int, queue: AsyncInfo | None) -> None:
         if queue is None:
-            fill(ptr, pattern, size)
+            memory.fill(ptr, pattern, size)
         else:
-            queue.submit(_fill_item, (ptr, bytes(pattern), size))  # type: ignore[attr-defined]
+            queue.submit(memory.fill_item, (ptr, bytes(pattern), size))  # type: ignore[attr-defined]
 
     # programs
     def _is_valid_binary_impl(self, image: bytes) -> bool:
@@ -253,7 +128,7 @@ class HostDevice(GenericDevice):
             fn = KERNEL_PROTOTYPE((name, image.lib))
         except AttributeError as exc:
             raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': the loader cannot resolve it: {exc}") from None
-        return HostKernel(image, name, fn, _declared_args_size(image, name))
+        return HostKernel(image, name, fn, declared_args_size(image, name))
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, HostImage)

@@ -3,9 +3,9 @@
 No byte string may crash or hang this process, so an image passes two checks before the first
 ``dlopen`` here:
 
-1. :func:`check_image`, a structural check of everything the dynamic loader reads (``host_elf``,
-   ``host_elf_dynamic``): a few hundred microseconds, and it rejects most malformed images;
-2. a test load in a separate, short-lived process (``host_probe``): the image is loaded and
+1. :func:`check_image`, a structural check of everything the dynamic loader reads (``elf``,
+   ``elf_dynamic``): a few hundred microseconds, and it rejects most malformed images;
+2. a test load in a separate, short-lived process (``probe``): the image is loaded and
    unloaded there first, and a crash, an abnormal exit, a loader inconsistency or a timeout there
    makes it ``INVALID_BINARY`` here.
 
@@ -31,9 +31,9 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from ..errors import ErrorCode, OffloadError
-from . import host_probe
-from .host_elf import (
+from ...errors import ErrorCode, OffloadError
+from . import probe
+from .elf import (
     ELF_MAGIC,
     ET_DYN,
     MACHINE_NAMES,
@@ -45,7 +45,7 @@ from .host_elf import (
     read_sections,
     read_segments,
 )
-from .host_elf_dynamic import ElfSymbol, check_dynamic
+from .elf_dynamic import ElfSymbol, check_dynamic
 
 __all__ = ["ELF_MAGIC", "ET_DYN", "MACHINE_NAMES", "ElfSymbol", "check_image", "dlclose", "dlopen_image",
            "is_loadable", "machine_name", "read_symbols"]
@@ -212,7 +212,7 @@ def _verify(record: _Record, fd: int) -> None:
     """Test-load the image in ``fd`` in a separate process unless this record failed or passed before."""
     if record.reason:
         raise OffloadError(ErrorCode.INVALID_BINARY, record.reason)
-    verdict = host_probe.verify(fd, record.span)
+    verdict = probe.verify(fd, record.span)
     if verdict.loaded:
         record.verified = True
         return

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..errors import ErrorCode, OffloadError
+from ...errors import ErrorCode, OffloadError
 
-if TYPE_CHECKING:
-    from .interface import GenericDevice
+
+class SymbolSource(Protocol):
+    """What an image asks its device for (the device's hooks), without importing the device."""
+
+    def _construct_kernel_impl(self, image: DeviceImage, name: str) -> GenericKernel: ...
+
+    def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable: ...
 
 
 class GenericKernel:
@@ -46,7 +51,7 @@ class DeviceImage:
     lookup fails.
     """
 
-    def __init__(self, device: GenericDevice, image: bytes):
+    def __init__(self, device: SymbolSource, image: bytes):
         self.device = device
         self.image = image
         self.unloaded = False

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ..errors import ErrorCode, OffloadError, OffloadWarning
+from ...errors import ErrorCode, OffloadError, OffloadWarning
 
 
 class QueueFailure:

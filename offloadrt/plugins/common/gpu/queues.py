@@ -1,0 +1,190 @@
+"""GPU queues and events: streams and driver events from per-device pools, cross-queue waits,
+host functions, and where in a stream's order a failure happened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ....errors import OffloadError
+from ..resources import AsyncInfo, GenericEvent, QueueFailure
+from .core import GpuDeviceCore
+from .driver import NOT_READY, SUCCESS
+from .hostcalls import host_calls, host_keys
+from .streams import GpuEvent, GpuStream
+
+
+class GpuQueues(GpuDeviceCore):
+    """Streams, events, waits and host functions of a GPU device."""
+
+    # ---- queues ----------------------------------------------------------------------------
+    def init_async_info(self) -> AsyncInfo:
+        if self.sticky is not None:  # even a pooled stream belongs to the poisoned device
+            raise self.sticky
+        return super().init_async_info()
+
+    def _create_queue_impl(self) -> AsyncInfo:
+        self.enter(select=True)
+        return GpuStream(self, self._new_stream())
+
+    def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        if self.sticky is not None:
+            return  # the device is dead; its streams go with it at re-initialisation
+        self.enter()
+        self.check(self.drv_stream_destroy(queue.stream), self.call_names["stream_destroy"])
+
+    def _synchronize_impl(self, queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        self.check(self.drv_stream_sync(queue.stream), self.call_names["stream_sync"])
+        self._settle_waits(queue)
+
+    def _query_impl(self, queue: AsyncInfo) -> bool:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        status = int(self.drv_stream_query(queue.stream)[0])
+        if status == NOT_READY:
+            return False
+        if status != SUCCESS:
+            raise self.failure(status, self.call_names["stream_query"])
+        self._settle_waits(queue)
+        return True
+
+    def _settle_waits(self, queue: GpuStream, upto: int | None = None, query: bool = True) -> None:
+        """Fail ``queue`` at the first of its waits (up to position ``upto``; None: all, once it
+        drained) whose event's queue had failed before reaching the event.
+
+        The driver ends a wait when the event completes, failed queue or not, so the failure
+        spreads here: when a host function behind the wait runs, and when the waiting queue is
+        next synced or queried. ``query``: ask the event's device about faults there (not
+        from a host function, which must not call the driver).
+        """
+        with queue.lock:
+            if upto is None:
+                due, queue.waits = queue.waits, []
+            else:
+                due = [wait for wait in queue.waits if wait[0] <= upto]
+                if due:
+                    queue.waits = [wait for wait in queue.waits if wait[0] > upto]
+        for position, event in sorted(due, key=lambda wait: wait[0]):
+            source_device = event.device
+            assert isinstance(source_device, GpuQueues)
+            failure = source_device._failure_before(event, query)
+            if failure is not None:
+                queue.adopt(failure, at=position)
+                return
+
+    def _failure_before(self, event: GpuEvent, query: bool) -> QueueFailure | None:
+        """The failure of the (completed) event's queue at or before the event, if any; sets ``event.failure``."""
+        if event.failure is None:
+            if query:
+                self._is_event_complete_impl(event)  # a fault on the device shows up as an error of the event
+            else:
+                self._fail_if_behind_failure(event, query=False)
+        return event.failure
+
+    def _fail_if_behind_failure(self, event: GpuEvent, query: bool) -> None:
+        """A completed event fails if its queue failed at or before it (waits before it included)."""
+        source = event.queue
+        if source is None:
+            return
+        self._settle_waits(source, upto=event.position, query=query)
+        if event.failure is None:
+            event.failure = source.failed_before(event.position)
+
+    def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
+        return not self._query_impl(queue)
+
+    def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
+                                queue: AsyncInfo) -> None:
+        assert isinstance(queue, GpuStream)
+        self.enter()
+        key = next(host_keys)
+        host_calls[key] = (callback, user_data, queue, queue.next_position())
+        result = self.drv_host_func(queue.stream, self._host_function_argument(), key)
+        if int(result[0]) != SUCCESS:
+            host_calls.pop(key, None)
+            self.check(result, self.call_names["host_func"])
+
+    # ---- events ----------------------------------------------------------------------------
+    def _new_driver_event(self) -> Any:
+        self.enter(select=True)
+        return self._new_event()
+
+    def _destroy_driver_event(self, event: Any) -> None:
+        if self.sticky is None:
+            self.enter()
+            self.check(self.drv_event_destroy(event), self.call_names["event_destroy"])
+
+    def _create_event_impl(self) -> GenericEvent:
+        return GpuEvent(self, self.event_pool.acquire())
+
+    def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
+        self.enter()
+        event.position = queue.submitted
+        self.check(self.drv_event_record(event.event, queue.stream), self.call_names["event_record"])
+        event.queue = queue
+
+    def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
+        assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
+        source = event.queue
+        source_device = event.device
+        assert isinstance(source_device, GpuQueues)
+        if source is not None and event.failure is None:
+            if source_device.sticky is not None:  # a poisoned device fails every queue, and so every event
+                event.failure = source.fail(source_device.sticky)
+            else:
+                event.failure = source.failed_before(event.position)
+        if event.failure is not None:
+            queue.adopt(event.failure)
+            return
+        self.enter()
+        position = queue.next_position()
+        self.check(self.drv_stream_wait_event(queue.stream, event.event, 0), self.call_names["stream_wait_event"])
+        with queue.lock:
+            queue.waits.append((position, event))
+
+    def _sync_event_impl(self, event: GenericEvent) -> None:
+        assert isinstance(event, GpuEvent)
+        if self.sticky is not None:  # a poisoned device fails every queue, and so every event
+            self._event_failed(event, self.sticky)
+            return
+        self.enter()
+        status = int(self.drv_event_sync(event.event)[0])
+        if status != SUCCESS:
+            self._event_failed(event, self.failure(status, self.call_names["event_sync"]))
+        else:
+            self._fail_if_behind_failure(event, query=True)
+
+    def _event_failed(self, event: GpuEvent, error: OffloadError) -> None:
+        """The event's queue failed before reaching it: both carry that failure."""
+        source = event.queue
+        event.failure = source.fail(error) if source is not None else None
+        if event.failure is None:
+            raise error
+
+    def _is_event_complete_impl(self, event: GenericEvent) -> bool:
+        assert isinstance(event, GpuEvent)
+        if self.sticky is not None:
+            self._event_failed(event, self.sticky)
+            return True
+        self.enter()
+        status = int(self.drv_event_query(event.event)[0])
+        if status == NOT_READY:
+            return False
+        if status != SUCCESS:
+            self._event_failed(event, self.failure(status, self.call_names["event_query"]))
+        else:
+            self._fail_if_behind_failure(event, query=True)
+        return True
+
+    def _destroy_event_impl(self, event: GenericEvent) -> None:
+        assert isinstance(event, GpuEvent)
+        self.event_pool.release(event.event)
+
+    def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
+        assert isinstance(start, GpuEvent) and isinstance(end, GpuEvent)
+        self.enter()
+        return float(self.check(self.drv_event_elapsed(start.event, end.event), self.call_names["event_elapsed"]))
