@@ -85,10 +85,10 @@ def olMemUnregister(ctx: Context, device: Device, ptr: int) -> None:
 
 def _mem_value(ctx: Context, ptr: object, requested: object) -> tuple[MemInfo, Any]:
     address = pointer(ptr, "ptr")
-    prop = enum_value(MemInfo, requested, "memory info")
-    alloc = ctx.allocations.find(address)
+    alloc = ctx.allocations.find(address)  # as liboffload: the address before the property
     if alloc is None:
         raise OffloadError(ErrorCode.NOT_FOUND, f"{address:#x} was not allocated by offloadrt")
+    prop = enum_value(MemInfo, requested, "memory info")
     if prop is MemInfo.DEVICE:
         return prop, alloc.device
     if prop is MemInfo.BASE:

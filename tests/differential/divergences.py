@@ -160,14 +160,7 @@ EXPECTED_DIVERGENCES: tuple[Divergence, ...] = (
                "objects built for this machine (api-contract: host kernels)"),
 )
 
-PENDING_FIXES: tuple[PendingFix, ...] = (
-    PendingFix("olGetMemInfo.unknown_address_invalid_enum", "NOT_FOUND", "INVALID_ENUMERATION",
-               "liboffload looks the address up before it looks at the property, so an unknown address with an "
-               "invalid property is NOT_FOUND (the header lists NOT_FOUND and no INVALID_ENUMERATION); offloadrt's "
-               "_mem_value checks the enum first: look the allocation up first"),
-    PendingFix("olGetMemInfoSize.unknown_address_invalid_enum", "NOT_FOUND", "INVALID_ENUMERATION",
-               "as olGetMemInfo: the lookup comes before the property check"),
-)
+PENDING_FIXES: tuple[PendingFix, ...] = ()
 
 DIVERGENCES_BY_CASE = {d.case: d for d in EXPECTED_DIVERGENCES}
 PENDING_BY_CASE = {p.case: p for p in PENDING_FIXES}
