@@ -7,8 +7,9 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError
 from ..types import DEVICE_INFO_KINDS, DeviceInfo
+from ._entry import entry_point
 from ._info import unimplemented, value_size
-from ._state import Context, entry_point
+from ._state import Context
 from .handles import Device, enum_value, live_device
 
 

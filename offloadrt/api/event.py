@@ -6,8 +6,9 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError
 from ..types import EVENT_INFO_KINDS, EventInfo
+from ._entry import entry_point
 from ._info import value_size
-from ._state import Context, entry_point
+from ._state import Context
 from .handles import Event, Queue, enum_value, live_event, live_queue, refuse_in_host_function
 
 

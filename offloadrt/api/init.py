@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..errors import ErrorCode, OffloadError
 from ..types import CodeLocation, PlatformBackend
-from . import _state, _trace
+from . import _entry, _state, _trace
 from .handles import enum_value, refuse_in_host_function
 
 
@@ -36,13 +36,13 @@ def olInitWithCodeLoc(code_location: CodeLocation | None = None, *,
                       platforms: Iterable[PlatformBackend] | None = None) -> None:
     """olInit with the caller's source location (shown by OFFLOAD_TRACE); ``code_location`` is an
     :class:`offloadrt.CodeLocation` or None. ``platforms`` is offloadrt's extension, as for olInit."""
-    location = _state.code_location(code_location)
+    location = _entry.code_location(code_location)
     if location is not None and "OFFLOAD_TRACE" in os.environ:
         _trace.emit(f"-- the next olInit is called at {location}")
     olInit(platforms)
 
 
-@_state.entry_point
+@_entry.entry_point
 def olShutDown(ctx: _state.Context) -> None:
     """Release one user of the runtime; the last one drains queues, unloads programs, frees
     memory and stops every plugin, raising one error that carries every failure. Not from a

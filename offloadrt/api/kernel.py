@@ -7,8 +7,9 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.image import GenericKernel, GlobalVariable
 from ..types import SYMBOL_INFO_KINDS, KernelLaunchSizeArgs, SymbolInfo, SymbolKind
+from ._entry import entry_point
 from ._info import value_size
-from ._state import Context, entry_point
+from ._state import Context
 from .handles import (
     Device,
     Program,

@@ -7,8 +7,10 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import MEM_INFO_KINDS, AllocType, MemInfo
+from ._allocations import Allocation
+from ._entry import entry_point
 from ._info import value_size
-from ._state import Allocation, Context, entry_point, shut_down_meanwhile
+from ._state import Context, shut_down_meanwhile
 from .handles import Device, Queue, bad_handle, enum_value, live_device, live_queue, payload, pointer, size_value
 
 

@@ -7,8 +7,9 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..types import PLATFORM_INFO_KINDS, PlatformInfo, UnavailablePlatform
 from . import _state
+from ._entry import entry_point
 from ._info import value_size
-from ._state import Context, entry_point
+from ._state import Context
 from .handles import Platform, bad_handle, enum_value
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..errors import ErrorCode, OffloadError
-from ._state import Context, entry_point, shut_down_meanwhile
+from ._entry import entry_point
+from ._state import Context, shut_down_meanwhile
 from .handles import Device, Program, live_device, live_program, payload
 
 

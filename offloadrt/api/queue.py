@@ -8,8 +8,9 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.resources import AsyncInfo, GenericEvent, running_host_function
 from ..types import QUEUE_INFO_KINDS, QueueInfo
+from ._entry import entry_point
 from ._info import value_size
-from ._state import Context, entry_point, release_backend_queue, shut_down_meanwhile
+from ._state import Context, release_backend_queue, shut_down_meanwhile
 from .handles import (
     Device,
     Event,
