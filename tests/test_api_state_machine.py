@@ -11,7 +11,7 @@ holds queues with gates, nests olInit/olShutDown and restarts the runtime.
 A model of the data (state_machine_model.py) says what every buffer must hold, in queue order,
 with vector clocks for what is ordered (the same queue, olWaitEvents, completion the test saw)
 and "unknown" for what races. The invariants: nothing crashes or hangs; every error is an
-``OffloadError`` with the contract's code; the bytes read back match the model; queues and
+``OffloadError`` with the code docs/api.md gives; the bytes read back match the model; queues and
 events fail exactly where the model says and name the queue that failed first; after the last
 ``olShutDown`` no thread is left over and every entry point is UNINITIALIZED.
 

@@ -1,6 +1,6 @@
 """Argument validation of every ``ol*`` entry point, and the success path next to each error.
 
-The rules come from the API contract and liboffload: UNINITIALIZED outside olInit/olShutDown,
+The rules come from docs/api.md and liboffload: UNINITIALIZED outside olInit/olShutDown,
 None handle → INVALID_NULL_HANDLE, wrong handle type → INVALID_ARGUMENT, None/0 pointer →
 INVALID_NULL_POINTER, no enum member → INVALID_ENUMERATION, bad sizes → INVALID_SIZE, symbol
 kinds, handles used after destroy, typed info values with their C sizes, OFFLOAD_TRACE and
@@ -46,7 +46,7 @@ from offloadrt import (
     api,
 )
 
-# The entry points of the contract's table, every one of them: (required, optional) parameters.
+# The entry points of docs/api.md, every one of them: (required, optional) parameters.
 CONTRACT_ENTRY_POINTS: dict[str, tuple[int, int]] = {
     "olInit": (0, 1), "olShutDown": (0, 0),
     "olGetPlatformInfo": (2, 0), "olGetPlatformInfoSize": (2, 0),
@@ -248,7 +248,7 @@ def test_with_code_loc_variants_behave_as_the_plain_calls_and_trace_the_location
 
 def test_entry_point_signatures_are_the_contracts(runtime: None) -> None:
     """What help() and IDEs show: the C parameters in C order, optional ones defaulting to None
-    (flags to 0, as the contract writes them)."""
+    (flags to 0, as docs/api.md writes them)."""
     for name, (required, optional) in CONTRACT_ENTRY_POINTS.items():
         params = list(inspect.signature(getattr(api, name)).parameters.values())
         assert len(params) == required + optional, f"{name}{inspect.signature(getattr(api, name))}"

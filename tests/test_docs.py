@@ -193,8 +193,6 @@ def test_the_api_reference_cites_no_private_document() -> None:
     assert private_citations(API_DOC) == []
 
 
-@pytest.mark.xfail(strict=True, reason="README.md and tests/conformance/README.md still cite the team's API contract "
-                                       "and research notes; remove this marker once they point into docs/api.md")
 def test_no_markdown_file_cites_a_document_outside_the_repository() -> None:
     found = [citation for path in markdown_files() for citation in private_citations(path)]
     assert not found, "citations of documents users cannot read:\n" + "\n".join(found)

@@ -355,3 +355,26 @@ def test_enum_arguments_must_be_integers(host) -> None:
     expect_error(ErrorCode.INVALID_ENUMERATION, api.olMemAlloc, host, 1.0, 64)
     expect_error(ErrorCode.INVALID_ENUMERATION, api.olGetDeviceInfo, host, 2.0)
     api.olMemFree(api.olMemAlloc(host, True, 64))  # a bool is an int (DEVICE), as in C
+
+
+def test_unregister_takes_the_address_register_returned(host) -> None:
+    buffer = ctypes.create_string_buffer(4096)
+    address = ctypes.addressof(buffer)
+    pinned = api.olMemRegister(host, address, 4096)
+    api.olMemUnregister(host, pinned)  # LLVM's tests unregister with the returned pointer
+    expect_error(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, host, pinned)
+
+
+def test_the_registration_map_finds_a_range_by_its_device_address_too() -> None:
+    from offloadrt.plugins.common.registrations import RegistrationMap
+
+    registrations = RegistrationMap()
+    unlocked: list[int] = []
+    device_address = registrations.register(0x10000, 4096, lambda ptr, size: 0x900000)
+    assert device_address == 0x900000
+    assert registrations.register(0x10100, 16, lambda ptr, size: 0) == 0x900100  # a user inside it
+    registrations.unregister(0x900100, unlocked.append)  # by device address, as LLVM's tests do
+    registrations.unregister(0x10000, unlocked.append)  # by host address
+    assert unlocked == [0x10000]
+    with pytest.raises(offloadrt.OffloadError):
+        registrations.unregister(0x900000, unlocked.append)

@@ -78,8 +78,9 @@ def olMemRegister(ctx: Context, device: Device, ptr: int, size: int, flags: int 
 
 @entry_point
 def olMemUnregister(ctx: Context, device: Device, ptr: int) -> None:
-    """One user fewer of the host memory registered with ``device`` that contains ``ptr``; the
-    last one unlocks it. Memory that is not registered is ``INVALID_ARGUMENT``."""
+    """One user fewer of the host memory registered with ``device`` that contains ``ptr`` (its host
+    address, or the address ``olMemRegister`` returned); the last one unlocks it. Memory that is not
+    registered is ``INVALID_ARGUMENT``."""
     gdev = live_device(device)
     ptr = pointer(ptr, "ptr")
     gdev.data_unlock(ptr)

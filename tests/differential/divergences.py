@@ -132,7 +132,7 @@ EXPECTED_DIVERGENCES: tuple[Divergence, ...] = (
                VIRTUAL_HOST + "; offloadrt refuses memory that is not registered with INVALID_ARGUMENT "
                "(upstream UnregisteredPtrUnRegister)"),
     Divergence("olMemFill.host_buffer_no_queue", (CRASH,), ("SUCCESS", "SUCCESS b'abababab\\x00\\x00'"),
-               "liboffload 22 dereferences the optional Queue, so a fill without one crashes; the contract makes "
+               "liboffload 22 dereferences the optional Queue, so a fill without one crashes; docs/api.md makes "
                "the queue optional (the fill is done when the call returns, on plain host memory by the host "
                "device)"),
     Divergence("olMemFill.empty_pattern", ("crash(SIGFPE)",), ("INVALID_SIZE",),

@@ -77,10 +77,21 @@ class RegistrationMap:
             self._insert(Registration(ptr, size, pinned, 1, external=False))
             return pinned
 
+    def _containing_pinned(self, address: int) -> Registration | None:
+        """The user registration whose device address range contains ``address`` (where it differs
+        from the host address: the ranges are few, a scan will do)."""
+        for entry in self._by_base.values():
+            if not entry.external and entry.pinned <= address < entry.pinned + entry.size:
+                return entry
+        return None
+
     def unregister(self, ptr: int, unlock: Callable[[int], None]) -> None:
-        """One user fewer of the range containing ``ptr``; the last one unlocks it with ``unlock(base)``."""
+        """One user fewer of the range containing ``ptr`` (its host address, or the device address
+        ``register`` returned for it, as LLVM's tests pass); the last one unlocks it with ``unlock(base)``."""
         with self.lock:
             entry = self._containing(ptr)
+            if entry is None:
+                entry = self._containing_pinned(ptr)
             if entry is None or (entry.external and entry.users == 1):
                 raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                    f"{ptr:#x} is not in host memory registered with this device "

@@ -3,7 +3,7 @@
 Upstream instantiates one suite per allocation type (``olGetMemInfoDeviceTest``, ``…ManagedTest``,
 ``…HostTest``), each with a 1024-byte allocation made in SetUp and freed in TearDown; here that is
 the ``alloc`` fixture, parametrized over the three types. The ``…Offset`` cases query an address
-123 bytes into the allocation (the contract: any address inside an allocation works).
+123 bytes into the allocation (docs/api.md: any address inside an allocation works).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """olGetQueueError: an offloadrt addition, no upstream file (liboffload's RFC #155596 was never
-merged). Written from the "Async errors" rules of the runtime issue and the contract:
+merged). Written from the "Async errors" rules of the runtime issue and docs/api.md:
 
 * ``olGetQueueError(queue) -> (OffloadError or None, failing Queue or None)``: ``(None, None)``
   while the queue is healthy; once it failed, the original error and the queue that failed first;
@@ -12,7 +12,7 @@ merged). Written from the "Async errors" rules of the runtime issue and the cont
   another type → ``INVALID_ARGUMENT``.
 
 Faults come from host functions that raise (every device); the kernel-fault case uses a kernel
-that returns non-zero, which the contract defines for host kernels, so it runs on the host device.
+that returns non-zero, which docs/api.md defines for host kernels, so it runs on the host device.
 """
 
 from __future__ import annotations
