@@ -1,24 +1,28 @@
-"""``python -m offloadrt info [--json]``: what offloadrt finds on this machine.
+"""offloadrt's command line: ``offloadrt info [--json]`` (also ``python -m offloadrt info``).
 
-Like LLVM's ``llvm-offload-device-info``: the version, the number of devices, and for each
-device its platform and device info; platforms without devices are listed with the reason.
+``info`` shows what offloadrt finds on this machine, as LLVM's ``llvm-offload-device-info`` does:
+the version, the number of devices, each device's platform and device info (the same labels, in
+the same order), the platforms that did not start with the reason, and with ``--json`` the same
+data as one JSON object described by ``offloadrt/info.schema.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from enum import IntEnum
 from typing import Any
 
-from . import __version__
-from .api import _state, olGetDeviceInfo, olGetPlatformInfo, olInit, olIterateDevices, olShutDown
+from . import __version__, unavailable_platforms
+from .api import olGetDeviceInfo, olGetPlatformInfo, olInit, olIterateDevices, olShutDown
 from .api.handles import Device
 from .errors import OffloadError
 from .types import DeviceInfo, Dimensions, FpCapabilityFlag, PlatformInfo
 
-API_VERSION = "0.0.1"
+API_VERSION = "0.0.1"  # what llvm-offload-device-info-22 prints as "Liboffload Version"
+LLVM_API = "LLVM 22.1's liboffload API"
 
 PLATFORM_LINES = [
     ("Platform Name", PlatformInfo.NAME),
@@ -79,11 +83,17 @@ def _as_text(value: Any, unit: str) -> str:
         return f"{int(value)} {{ {' '.join(_flags(value))} }}" if value else "0 { }"
     if isinstance(value, IntEnum):
         return value.name
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return f"{value} {unit}".rstrip()
 
 
 def collect() -> dict[str, Any]:
-    """Everything ``info`` shows, as plain data (the runtime must be initialised)."""
+    """Everything ``info`` shows, as plain data (the runtime must be initialised).
+
+    Device values are ``(value, unit)`` pairs; a value the backend cannot tell is the
+    ``OffloadError`` that says why.
+    """
     devices: list[Device] = []
     olIterateDevices(lambda device, _: devices.append(device))
     report: dict[str, Any] = {"offloadrt Version": __version__, "Liboffload Version": API_VERSION,
@@ -97,12 +107,11 @@ def collect() -> dict[str, Any]:
             try:
                 entry[label] = (olGetDeviceInfo(device, dprop), unit)
             except OffloadError as exc:
-                entry[label] = (exc, "")
+                entry[label] = (exc, unit)
         gdev = device._gdev
         entry["Details"] = list(gdev.details) if gdev is not None else []
         report["Devices"].append(entry)
-    context = _state.STATE.context
-    report["Unavailable Platforms"] = {name: reason for name, reason in (context.unavailable if context else [])}
+    report["Unavailable Platforms"] = {p.name: p.reason for p in unavailable_platforms()}
     return report
 
 
@@ -119,8 +128,8 @@ def print_text(report: dict[str, Any]) -> None:
             value, unit = entry[label]
             shown = f"(not available: {value.details})" if isinstance(value, OffloadError) else _as_text(value, unit)
             print(f"    {label}: {shown}")
-        for key, value in entry["Details"]:
-            print(f"    {key}: {value}")
+        for label, value, unit in entry["Details"]:
+            print(f"    {label}: {_as_text(value, unit)}")
     unavailable = report["Unavailable Platforms"]
     if unavailable:
         print("\nPlatforms without devices:")
@@ -129,28 +138,58 @@ def print_text(report: dict[str, Any]) -> None:
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
-    out = dict(report)
+    """The report as JSON data: plain numbers (their units in ``Units``), and for each device the
+    values it cannot tell as ``null`` with the reason under ``Unavailable``."""
+    out = {key: value for key, value in report.items() if key != "Devices"}
+    units: dict[str, str] = {}
     devices = []
     for entry in report["Devices"]:
         item: dict[str, Any] = {}
+        missing: dict[str, str] = {}
         for key, value in entry.items():
             if key == "Details":
-                item[key] = {k: v for k, v in value}
+                details = {}
+                for label, detail, unit in value:
+                    details[label] = _as_json(detail)
+                    if unit:
+                        units[f"Details.{label}"] = unit
+                item[key] = details
             elif isinstance(value, tuple):
-                if not isinstance(value[0], OffloadError):
-                    item[key] = _as_json(value[0])
+                shown, unit = value
+                if unit:
+                    units[key] = unit
+                if isinstance(shown, OffloadError):
+                    item[key] = None
+                    missing[key] = shown.details
+                else:
+                    item[key] = _as_json(shown)
             else:
                 item[key] = _as_json(value)
+        item["Unavailable"] = missing
         devices.append(item)
     out["Devices"] = devices
+    out["Units"] = dict(sorted(units.items()))
     return out
 
 
+def _program_name() -> str:
+    """``offloadrt`` for the console script, ``python -m offloadrt`` for the module."""
+    return "python -m offloadrt" if os.path.basename(sys.argv[0] or "") == "__main__.py" else "offloadrt"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offloadrt", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    info = commands.add_parser("info", help="show the platforms and devices offloadrt finds")
-    info.add_argument("--json", action="store_true", help="print the same data as one JSON object")
+    parser = argparse.ArgumentParser(
+        prog=_program_name(),
+        description="offloadrt, a pure-Python implementation of LLVM's Offload API (ol*): show what it finds.",
+        epilog="The same command is installed as `offloadrt` and runs as `python -m offloadrt`.")
+    parser.add_argument("--version", action="version", version=f"offloadrt {__version__} ({LLVM_API})")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    info = commands.add_parser(
+        "info", help="show the platforms and devices offloadrt finds",
+        description="Show offloadrt's version, every device with its platform and device info, and the "
+                    "platforms that did not start with the reason.")
+    info.add_argument("--json", action="store_true",
+                      help="print the same data as one JSON object (see offloadrt/info.schema.json)")
     args = parser.parse_args(argv)
     try:
         olInit()
@@ -161,11 +200,15 @@ def main(argv: list[str] | None = None) -> int:
         report = collect()
     finally:
         olShutDown()
-    if args.json:
-        json.dump(to_json(report), sys.stdout, indent=2)
-        print()
-    else:
-        print_text(report)
+    try:
+        if args.json:
+            json.dump(to_json(report), sys.stdout, indent=2)
+            print()
+        else:
+            print_text(report)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

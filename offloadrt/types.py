@@ -207,6 +207,11 @@ class KernelLaunchSizeArgs:
         object.__setattr__(self, name, value)
 
 
+#: an extra line of ``offloadrt info`` a device reports beyond DeviceInfo: (label, value, unit); the value is
+#: an int, bool, str or Dimensions, the unit ("B", "bits", "MHz") or "" for none
+Detail = tuple[str, Any, str]
+
+
 @dataclass(frozen=True)
 class UnavailablePlatform:
     """A platform that did not start in the running runtime (``offloadrt.unavailable_platforms()``).

@@ -112,15 +112,15 @@ class AmdGpuDevice(GpuDevice):
                         memory_clock_khz=int(p.memoryClockRate), memory=total,
                         local_memory=int(p.sharedMemPerBlock), half=True)
         self.details = [
-            ("GCN Architecture", self.arch),
-            ("Wavefront Size", str(int(p.warpSize))),
-            ("Max Threads Per Compute Unit", str(int(p.maxThreadsPerMultiProcessor))),
-            ("Max Grid Dimensions", f"{{x: {grid.x}, y: {grid.y}, z: {grid.z}}}"),
-            ("LDS Per Work Group", f"{int(p.sharedMemPerBlock)} B"),
-            ("L2 Cache Size", f"{int(p.l2CacheSize)} B"),
-            ("Memory Bus Width", f"{int(p.memoryBusWidth)} bits"),
-            ("PCI Bus ID", f"{int(p.pciDomainID):04x}:{int(p.pciBusID):02x}:{int(p.pciDeviceID):02x}"),
-            ("Managed Memory", "yes" if int(p.managedMemory) else "no"),
+            ("GCN Architecture", self.arch, ""),
+            ("Wavefront Size", int(p.warpSize), ""),
+            ("Max Threads Per Compute Unit", int(p.maxThreadsPerMultiProcessor), ""),
+            ("Max Grid Dimensions", grid, ""),
+            ("LDS Per Work Group", int(p.sharedMemPerBlock), "B"),
+            ("L2 Cache Size", int(p.l2CacheSize), "B"),
+            ("Memory Bus Width", int(p.memoryBusWidth), "bits"),
+            ("PCI Bus ID", f"{int(p.pciDomainID):04x}:{int(p.pciBusID):02x}:{int(p.pciDeviceID):02x}", ""),
+            ("Managed Memory", bool(int(p.managedMemory)), ""),
         ]
         return info
 

@@ -7,7 +7,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import ErrorCode, OffloadError, OffloadWarning
-from ...types import AllocType, DeviceInfo, Dimensions
+from ...types import AllocType, Detail, DeviceInfo, Dimensions
 from .hooks import Dim3
 from .image import DeviceImage, GenericKernel
 from .launch import check_launch_shape, wrong_blob
@@ -38,7 +38,7 @@ class GenericDevice(QueueOps):
         self.registrations = RegistrationMap()  # host memory registered with olMemRegister
         self._images_lock = threading.Lock()  # guards loaded_images
         self._info: dict[DeviceInfo, Any] = {}
-        self.details: list[tuple[str, str]] = []  # extra (key, value) lines for `offloadrt info`
+        self.details: list[Detail] = []  # extra lines for `offloadrt info`
         self.max_group_size = 0
         self.max_group_dims: Dim3 = (0, 0, 0)
         self.max_grid_dims: Dim3 = (_U32, _U32, _U32)  # work-groups per dimension a launch may have

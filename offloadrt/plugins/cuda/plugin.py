@@ -112,16 +112,17 @@ class CudaDevice(GpuDevice):
                         memory_clock_khz=a("MEMORY_CLOCK_RATE"), memory=total, local_memory=shared,
                         half=self.cc >= (5, 3))
         self.details = [
-            ("Compute Capability", f"{self.cc[0]}.{self.cc[1]} (sm_{self.cc[0]}{self.cc[1]})"),
-            ("Warp Size", str(a("WARP_SIZE"))),
-            ("Max Threads Per Multiprocessor", str(a("MAX_THREADS_PER_MULTIPROCESSOR"))),
-            ("Max Grid Dimensions", f"{{x: {grid.x}, y: {grid.y}, z: {grid.z}}}"),
-            ("Shared Memory Per Block", f"{a('MAX_SHARED_MEMORY_PER_BLOCK')} B (opt-in {shared} B)"),
-            ("L2 Cache Size", f"{a('L2_CACHE_SIZE')} B"),
-            ("Memory Bus Width", f"{a('GLOBAL_MEMORY_BUS_WIDTH')} bits"),
-            ("PCI Bus ID", f"{a('PCI_DOMAIN_ID'):04x}:{a('PCI_BUS_ID'):02x}:{a('PCI_DEVICE_ID'):02x}"),
-            ("Unified Addressing", "yes" if a("UNIFIED_ADDRESSING") else "no"),
-            ("Managed Memory", "yes" if a("MANAGED_MEMORY") else "no"),
+            ("Compute Capability", f"{self.cc[0]}.{self.cc[1]} (sm_{self.cc[0]}{self.cc[1]})", ""),
+            ("Warp Size", a("WARP_SIZE"), ""),
+            ("Max Threads Per Multiprocessor", a("MAX_THREADS_PER_MULTIPROCESSOR"), ""),
+            ("Max Grid Dimensions", grid, ""),
+            ("Shared Memory Per Block", a("MAX_SHARED_MEMORY_PER_BLOCK"), "B"),
+            ("Shared Memory Per Block Opt-in", shared, "B"),
+            ("L2 Cache Size", a("L2_CACHE_SIZE"), "B"),
+            ("Memory Bus Width", a("GLOBAL_MEMORY_BUS_WIDTH"), "bits"),
+            ("PCI Bus ID", f"{a('PCI_DOMAIN_ID'):04x}:{a('PCI_BUS_ID'):02x}:{a('PCI_DEVICE_ID'):02x}", ""),
+            ("Unified Addressing", bool(a("UNIFIED_ADDRESSING")), ""),
+            ("Managed Memory", bool(a("MANAGED_MEMORY")), ""),
         ]
         return info
 

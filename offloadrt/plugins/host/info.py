@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ...types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
+from ...types import Detail, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 
 UINT32_MAX = 0xFFFFFFFF
 VENDOR_IDS = {"GenuineIntel": 0x8086, "AuthenticAMD": 0x1022}
@@ -82,7 +82,7 @@ def compute_units() -> int:
         return os.cpu_count() or 1
 
 
-def host_device_info() -> tuple[dict[DeviceInfo, Any], list[tuple[str, str]]]:
+def host_device_info() -> tuple[dict[DeviceInfo, Any], list[Detail]]:
     """The host device's info values, and extra lines for ``offloadrt info``."""
     cpu = _cpuinfo()
     flags = set(cpu.get("flags", cpu.get("Features", "")).split())
@@ -134,11 +134,11 @@ def host_device_info() -> tuple[dict[DeviceInfo, Any], list[tuple[str, str]]]:
     speed = _dram_mhz()
     if speed:
         info[DeviceInfo.MEMORY_CLOCK_RATE] = speed
-    details = [
-        ("Architecture", platform.machine()),
-        ("L2 Cache Per Core", f"{l2} B"),
-        ("SIMD Width", f"{simd * 8} bits"),
-        ("Work-group Memory", "per-thread buffer; a work-group runs on one thread"),
+    details: list[Detail] = [
+        ("Architecture", platform.machine(), ""),
+        ("L2 Cache Per Core", l2, "B"),
+        ("SIMD Width", simd * 8, "bits"),
+        ("Work-group Memory", "per-thread buffer; a work-group runs on one thread", ""),
     ]
     return info, details
 
