@@ -1089,7 +1089,7 @@ def test_offload_trace_reports_an_asynchronous_failure_when_it_happens() -> None
     assert traced.returncode == 0, traced.stderr
     lines = traced.stderr.splitlines()
     failure = next(i for i, line in enumerate(lines) if "] !! " in line)
-    assert "offloadrt-host-queue" in lines[failure], "printed on the thread that ran the failing work"
+    assert "offloadrt-host0-worker-" in lines[failure], "printed on the thread that ran the failing work"
     assert "Queue#" in lines[failure] and "host function raised ValueError: boom" in lines[failure]
     sync_result = next(i for i, line in enumerate(lines) if "<- olSyncQueue" in line)
     assert failure < sync_result, "the failure is traced when it happens, before the call that reports it"

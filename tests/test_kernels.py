@@ -305,8 +305,12 @@ def test_launching_a_global_is_symbol_kind(host, basic):
 
 # ---- occupancy -----------------------------------------------------------------------------------
 
-def test_optimal_occupancy_is_unsupported_on_the_host(host, basic):
-    expect_error(ErrorCode.UNSUPPORTED, api.olCalculateOptimalOccupancy, host, kernel(basic, "foo"), 0)
+def test_optimal_occupancy_on_the_host_is_the_preferred_group_size(host, basic):
+    """The host answers with the group size that runs best there, whatever the work-group memory."""
+    foo = kernel(basic, "foo")
+    size = api.olCalculateOptimalOccupancy(host, foo, 0)
+    assert type(size) is int and 0 < size <= api.olGetDeviceInfo(host, DeviceInfo.MAX_WORK_GROUP_SIZE)
+    assert api.olCalculateOptimalOccupancy(host, foo, 4096) == size
 
 
 # ---- kernels that declare the size of their argument blob ------------------------------------------

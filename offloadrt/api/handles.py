@@ -6,11 +6,12 @@ import itertools
 import operator
 import threading
 from enum import IntEnum
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.resources import running_host_function
-from ..types import PlatformBackend, SymbolKind
+from ..types import KernelLaunchSizeArgs, PlatformBackend, SymbolKind
 
 if TYPE_CHECKING:
     from ..plugins.common import GenericDevice, GenericPlugin
@@ -172,14 +173,17 @@ class Symbol:
     ``olLaunchKernel``, ask a global variable its address and size with ``olGetSymbolInfo``.
     The program owns it; it is valid while the program lives."""
 
-    __slots__ = ("program", "device", "kind", "name", "_target", "__weakref__")
+    # _launch is the device's fast path for queued launches of a kernel (GenericDevice.launcher), or None
+    __slots__ = ("program", "device", "kind", "name", "_target", "_launch", "__weakref__")
 
-    def __init__(self, program: Program, kind: SymbolKind, name: str, target: GenericKernel | GlobalVariable):
+    def __init__(self, program: Program, kind: SymbolKind, name: str, target: GenericKernel | GlobalVariable,
+                 launch: Callable[[AsyncInfo, bytes | None, KernelLaunchSizeArgs], bool] | None = None):
         self.program = program
         self.device = program.device
         self.kind = kind
         self.name = name
         self._target = target
+        self._launch = launch
 
     def __repr__(self) -> str:
         return f"<Symbol {self.kind.name.lower()} {self.name!r} of Program#{self.program.number}>"

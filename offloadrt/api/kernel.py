@@ -9,6 +9,7 @@ from ..plugins.common.image import GenericKernel, GlobalVariable
 from ..types import SYMBOL_INFO_KINDS, KernelLaunchSizeArgs, SymbolInfo, SymbolKind
 from ._entry import entry_point
 from ._info import value_size
+from ._state import STATE as _STATE
 from ._state import Context
 from .handles import (
     Device,
@@ -49,8 +50,14 @@ def olGetSymbol(ctx: Context, program: Program, name: str, kind: SymbolKind) -> 
         symbol = program.symbols.get(key)
         if symbol is None:
             target: GenericKernel | GlobalVariable
-            target = image.get_kernel(name) if kind is _KERNEL else image.get_global(name)
-            symbol = program.symbols[key] = Symbol(program, kind, name, target)
+            launch = None
+            if kind is _KERNEL:
+                target = image.get_kernel(name)
+                gdev = program.device._gdev
+                launch = gdev.launcher(target) if gdev is not None else None
+            else:
+                target = image.get_global(name)
+            symbol = program.symbols[key] = Symbol(program, kind, name, target, launch)
     return symbol
 
 
@@ -118,8 +125,7 @@ def _launch_handle_error(queue: object, device: object, kernel: object, launch_s
     return OffloadError(ErrorCode.UNKNOWN, "olLaunchKernel: inconsistent handle check")
 
 
-@entry_point
-def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Symbol, args: bytes | None,
+def _launch_kernel(ctx: Context, queue: Queue | None, device: Device, kernel: Symbol, args: bytes | None,
                    launch_size_args: KernelLaunchSizeArgs) -> None:
     """Launch ``kernel`` on ``device``: in order on ``queue``, or to completion without one.
 
@@ -157,6 +163,31 @@ def olLaunchKernel(ctx: Context, queue: Queue | None, device: Device, kernel: Sy
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"launch_size_args is malformed: {exc}") from None
     device._gdev.launch_kernel(kernel._target, args or None, num_groups, group_size,  # type: ignore[union-attr,arg-type]
                                ls.dyn_shared_memory, ai)
+
+
+_launch_kernel.__name__ = _launch_kernel.__qualname__ = "olLaunchKernel"
+_checked_launch = entry_point(_launch_kernel)
+
+
+def olLaunchKernel(queue: Queue | None, device: Device, kernel: Symbol, args: bytes | None,
+                   launch_size_args: KernelLaunchSizeArgs) -> None:
+    # The hot path in one frame: a queued launch whose handles are plainly right goes to the
+    # device's launcher (GenericDevice.launcher), which takes it only if every later check passes
+    # too. Anything else (no queue, a wrong handle or argument, a cold launch shape, tracing on,
+    # no runtime) takes the checked entry point, which finds and reports what is wrong.
+    ctx = _STATE.context
+    if (ctx is not None and not ctx.trace and type(kernel) is Symbol and type(queue) is Queue
+            and (type(args) is bytes or args is None) and type(launch_size_args) is KernelLaunchSizeArgs
+            and kernel.device is device and queue.device is device):
+        launch = kernel._launch
+        ai = queue._ai
+        if launch is not None and ai is not None and launch(ai, args, launch_size_args):
+            return
+    _checked_launch(queue, device, kernel, args, launch_size_args)
+
+
+for _attribute in ("__doc__", "__signature__", "__offloadrt_impl__", "with_code_location"):
+    setattr(olLaunchKernel, _attribute, getattr(_checked_launch, _attribute))
 
 
 @entry_point

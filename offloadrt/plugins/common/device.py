@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import ErrorCode, OffloadError, OffloadWarning
-from ...types import AllocType, Detail, DeviceInfo, Dimensions
+from ...types import AllocType, Detail, DeviceInfo, Dimensions, KernelLaunchSizeArgs
 from .hooks import Dim3
 from .image import DeviceImage, GenericKernel
 from .launch import check_launch_shape, wrong_blob
@@ -215,6 +216,17 @@ class GenericDevice(QueueOps):
         if kernel.args_size is not None and len(args or b"") != kernel.args_size:
             raise wrong_blob(kernel, args)
         self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
+
+    def launcher(self, kernel: GenericKernel) -> Callable[[AsyncInfo, bytes | None, KernelLaunchSizeArgs], bool] | None:
+        """A fast path for queued launches of ``kernel``, or None (every launch takes :meth:`launch_kernel`).
+
+        ``launch(queue, args, sizes)`` is called with a queue of this device, ``args`` as ``bytes``
+        or None and a ``KernelLaunchSizeArgs``. It either does exactly what the checked path
+        (``olLaunchKernel``'s checks, then :meth:`launch_kernel`) would do with them and returns
+        True, or does nothing and returns False: then the checked path runs and says what is
+        wrong. It never raises; a backend keeps in it only what it can check without a doubt.
+        """
+        return None
 
     def calculate_optimal_occupancy(self, kernel: GenericKernel, shared_memory: int) -> int:
         kernel.image.check_loaded()

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..common.image import DeviceImage, GenericKernel
+from .dispatch import Runners, find_runners
 from .exec import HostQueue
 from .loader import dlclose
 
@@ -35,6 +36,7 @@ class HostImage(DeviceImage):
         super().__init__(device, image)
         self.lib = lib
         self.symbols = symbols
+        self.runners = find_runners(lib, symbols)  # native work-group dispatch, when built with host_kernel.h
         self._holds = 0
         self._closing = False
         self._hold_lock = threading.Lock()  # guards _holds and _closing
@@ -76,11 +78,15 @@ class HostImage(DeviceImage):
 
 
 class HostKernel(GenericKernel):
-    __slots__ = ("fn",)
+    """A kernel of a host image: its ctypes function, its address, and its image's native runners."""
+
+    __slots__ = ("fn", "address", "runners")
 
     def __init__(self, image: HostImage, name: str, fn: Any, args_size: int | None):
         super().__init__(image, name, args_size)
         self.fn = fn
+        self.address: int = ctypes.cast(fn, ctypes.c_void_p).value or 0
+        self.runners: Runners | None = image.runners
 
 
 ARGS_SIZE_PREFIX = "__ol_args_size_"  # OL_HOST_KERNEL_ARGS in host_kernel.h

@@ -1,8 +1,9 @@
 """The host plugin: a real, asynchronous CPU backend.
 
 Programs are ELF shared objects loaded with dlopen; kernels follow the ABI in
-``offloadrt/include/offloadrt/host_kernel.h``; each queue runs on its own worker thread; all
-memory is page-aligned host memory, so host pointers and "device" pointers are the same.
+``offloadrt/include/offloadrt/host_kernel.h``; queues are served by a pool of about one worker
+thread per core (:mod:`.pool`); all memory is page-aligned host memory, so host pointers and
+"device" pointers are the same.
 """
 
 from __future__ import annotations
@@ -20,48 +21,41 @@ from ..common import Dim3, GenericDevice, GenericPlugin
 from ..common.image import DeviceImage, GenericKernel, GlobalVariable
 from ..common.resources import AsyncInfo, GenericEvent
 from . import memory
-from .exec import (
-    KERNEL,
-    KERNEL_PROTOTYPE,
-    GroupPool,
-    HostEvent,
-    HostQueue,
-    LaunchStruct,
-    after_queued_work,
-    program_gone,
-)
+from ...types import KernelLaunchSizeArgs
+from ..common.launch import check_launch_shape
+from .dispatch import KERNEL_PROTOTYPE, LaunchStruct
+from .exec import LAUNCH, HostEvent, HostQueue, after_queued_work, kernel_item, program_gone
 from .image import HostImage, HostKernel, declared_args_size
 from .info import compute_units, host_device_info
 from .loader import check_image, dlopen_image, is_loadable, read_symbols
+from .pool import WorkerPool
 
 _memmove = ctypes.memmove
+_DIMENSIONS = (1, 2, 3)
+#: what olCalculateOptimalOccupancy answers on the host device (see _optimal_occupancy_impl)
+PREFERRED_GROUP_SIZE = 1024
 
 class HostDevice(GenericDevice):
     """The CPU as an offload device."""
 
-    _queue_numbers = itertools.count()
+    _device_numbers = itertools.count()
     host_allocations_pinned = False  # all its memory is plain host memory: registering is free anyway
     LAUNCH_STRUCT_CACHE = 1024
+    FAST_SHAPES_PER_KERNEL = 64  # launch shapes a kernel's fast launcher remembers
 
     def _init_impl(self) -> None:
-        self.groups = GroupPool(compute_units())
+        self.pool = WorkerPool(compute_units(), f"host{next(self._device_numbers)}")
         self.queues: set[HostQueue] = set()  # every backend queue that exists
-        self._stopped: list[HostQueue] = []  # destroyed queues whose threads deinit joins
-        self._stopped_joined = False  # deinit has joined _stopped: later destroys join their own thread
-        self._queues_lock = threading.Lock()  # guards queues, _stopped and _stopped_joined
+        self._queues_lock = threading.Lock()  # guards queues
         # Read-only launch structs of one-group launches without work-group memory, by group size.
         self._launch_structs: dict[Dim3, tuple[LaunchStruct, int]] = {}
 
     def _deinit_impl(self) -> None:
-        """Stop the group pool and wait for the threads of destroyed queues (they are drained)."""
-        self.groups.shutdown(wait=True)
-        with self._queues_lock:
-            stopped, self._stopped = self._stopped, []
-            self._stopped_joined = True
-        stuck = [queue for queue in stopped if not queue.join(timeout=10.0)]
+        """Stop the worker pool: its threads finish what they hold (the queues are drained) and exit."""
+        stuck = self.pool.shutdown(timeout=10.0)
         if stuck:
             raise OffloadError(ErrorCode.BACKEND_FAILURE,
-                               f"{len(stuck)} host queue thread(s) did not stop within 10 s "
+                               f"{stuck} host worker thread(s) did not stop within 10 s "
                                f"(a host function or kernel is still running)")
 
     def _obtain_info_impl(self) -> dict[DeviceInfo, Any]:
@@ -147,6 +141,8 @@ class HostDevice(GenericDevice):
     def _launch_impl(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
         assert isinstance(kernel, HostKernel)
+        if args is not None and type(args) is not bytes:
+            args = bytes(args)
         if queue is None:
             image = kernel.image
             assert isinstance(image, HostImage)
@@ -154,22 +150,19 @@ class HostDevice(GenericDevice):
             try:
                 if image.unloaded:
                     raise program_gone(kernel.name)
-                self.groups.run(kernel.fn, args, num_groups, group_size, dyn_shared_memory, kernel.name)
+                self.pool.run_groups(kernel, args, num_groups, group_size, dyn_shared_memory)
             finally:
                 image.release()
             return
+        assert isinstance(queue, HostQueue)
         if num_groups == (1, 1, 1) and not dyn_shared_memory:
             prepared = self._launch_structs.get(group_size)
             if prepared is None:
                 prepared = self._prepare_launch_struct(group_size)
             if prepared is not None:
-                # HostQueue._push, inlined on the hottest path
-                queue._items.append((KERNEL, kernel, args, prepared[1]))  # type: ignore[attr-defined]
-                if queue._sleeping:  # type: ignore[attr-defined]
-                    queue.wake()  # type: ignore[attr-defined]
+                queue.push(kernel_item(kernel, args, prepared[1]))
                 return
-        queue.submit(_launch_item, (queue, self.groups, kernel, args, num_groups,  # type: ignore[attr-defined]
-                                    group_size, dyn_shared_memory))
+        queue.push((LAUNCH, kernel, args, (num_groups, group_size, dyn_shared_memory)))
 
     def _prepare_launch_struct(self, group_size: Dim3) -> tuple[LaunchStruct, int] | None:
         """A shared read-only struct for one-group launches of ``group_size`` (kept forever)."""
@@ -179,25 +172,100 @@ class HostDevice(GenericDevice):
         prepared = (launch, ctypes.addressof(launch))
         return self._launch_structs.setdefault(group_size, prepared)
 
+    def launcher(self, kernel: GenericKernel) -> Callable[[AsyncInfo, bytes | None, KernelLaunchSizeArgs], bool]:
+        """The fast path of a queued launch of ``kernel`` (see :meth:`GenericDevice.launcher`).
+
+        It takes a launch only when every check ``olLaunchKernel`` makes passes, and then queues
+        the item the checked path would: the queue is healthy, the program loaded, the blob of the
+        declared size, and the launch shape one this kernel has seen pass (a shape is checked on
+        its first launch and remembered). The item of the last blob of each shape is kept: a
+        launch with the very same ``bytes`` object queues it again, allocating nothing.
+        """
+        assert isinstance(kernel, HostKernel)
+        image = kernel.image
+        args_size = kernel.args_size
+        shapes: dict[tuple[int, ...], list[Any]] = {}  # shape -> [what its items need, last args, last item]
+        prepare = self._prepare_fast_shape
+        limit = self.FAST_SHAPES_PER_KERNEL
+
+        def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
+            if ai.failure is not None or image.unloaded:
+                return False
+            try:
+                ng = sizes.num_groups
+                gs = sizes.group_size
+                key = (sizes.dimensions, ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory)
+            except AttributeError:
+                return False
+            entry = shapes.get(key)
+            if entry is None:
+                prepared = prepare(key)
+                if prepared is None:
+                    return False
+                entry = [prepared, shapes, None]  # (a fresh object as "last args": no blob matches it)
+                if len(shapes) < limit:
+                    shapes[key] = entry
+            if args is entry[1]:
+                item = entry[2]
+            else:
+                if not args:
+                    if args_size:
+                        return False
+                    args = None
+                elif args_size is not None and len(args) != args_size:
+                    return False
+                prepared = entry[0]
+                if prepared.__class__ is int:
+                    item = kernel_item(kernel, args, prepared)
+                else:
+                    item = (LAUNCH, kernel, args, prepared)
+                entry[1] = args
+                entry[2] = item
+            ai._items.append(item)
+            if not ai._serving:
+                ai.schedule()
+            return True
+
+        return launch
+
+    def _prepare_fast_shape(self, key: tuple[int, ...]) -> Any:
+        """What the items of a launch shape need (the launch struct's address of a one-group launch
+        without work-group memory, the shape of any other), or None when the shape is not valid."""
+        dims, gx, gy, gz, bx, by, bz, dyn = key
+        if dims not in _DIMENSIONS:
+            return None
+        num_groups, group_size = (gx, gy, gz), (bx, by, bz)
+        try:
+            check_launch_shape(self, num_groups, group_size, dyn)
+        except OffloadError:
+            return None
+        if num_groups == (1, 1, 1) and not dyn:
+            prepared = self._launch_structs.get(group_size) or self._prepare_launch_struct(group_size)
+            if prepared is not None:
+                return prepared[1]
+        return (num_groups, group_size, dyn)
+
+    def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
+        """The group size that runs best on the host: large enough that a group's items amortise
+        its call (a few nanoseconds natively) and vectorise, small enough that a launch of a
+        GPU-sized grid still spreads over every core. Work-group memory does not change it: the
+        buffer is per thread, not per core."""
+        return PREFERRED_GROUP_SIZE
+
     # queues
     def _create_queue_impl(self) -> AsyncInfo:
-        queue = HostQueue(self, f"offloadrt-host-queue-{next(self._queue_numbers)}")
+        self.pool.start()
+        queue = HostQueue(self, self.pool)
         with self._queues_lock:
             self.queues.add(queue)
         return queue
 
     def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
+        """Forget the queue; it has no thread of its own, and whatever it still holds (the skipped
+        work of a failed queue) is finished by the pool."""
         assert isinstance(queue, HostQueue)
         with self._queues_lock:
             self.queues.discard(queue)
-            if len(self._stopped) >= 64:
-                self._stopped = [q for q in self._stopped if q.is_alive()]
-            joined = self._stopped_joined
-            if not joined:
-                self._stopped.append(queue)
-        queue.stop()
-        if joined:  # a queue of a call that raced de-init, destroyed after it joined the others
-            queue.join(timeout=10.0)
 
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue)
@@ -214,7 +282,7 @@ class HostDevice(GenericDevice):
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue)
-        queue.submit(callback, user_data)
+        queue.submit_host_function(callback, user_data)
 
     # events
     def _create_event_impl(self) -> GenericEvent:
@@ -236,7 +304,7 @@ class HostDevice(GenericDevice):
         assert isinstance(event, HostEvent) and isinstance(queue, HostQueue)
         # An open latch with no failure is final (skip sets the failure before it opens).
         if not event.latch.is_open or event.failure is not None:
-            queue.submit(_wait_item, (queue, event))
+            queue.submit_wait(event)
 
     def _sync_event_impl(self, event: GenericEvent) -> None:
         assert isinstance(event, HostEvent)
@@ -249,20 +317,6 @@ class HostDevice(GenericDevice):
     def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
         assert isinstance(start, HostEvent) and isinstance(end, HostEvent)
         return (end.time_ns - start.time_ns) / 1e6
-
-
-def _launch_item(job: tuple[HostQueue, GroupPool, HostKernel, bytes | None, Dim3, Dim3, int]) -> None:
-    queue, groups, kernel, args, num_groups, group_size, dyn = job
-    if not kernel.image.may_run(queue):  # type: ignore[attr-defined]
-        raise program_gone(kernel.name)
-    groups.run(kernel.fn, args, num_groups, group_size, dyn, kernel.name)
-
-
-def _wait_item(arg: tuple[HostQueue, HostEvent]) -> None:
-    queue, event = arg
-    event.latch.wait()
-    if event.failure is not None:
-        queue.adopt(event.failure)
 
 
 class HostPlugin(GenericPlugin):
