@@ -1,0 +1,82 @@
+"""Which kernels of a portable source need their work-items to run as fibers on the host.
+
+A kernel needs fibers when it may reach a call that makes work-items wait for each other
+(a barrier, a lane operation, ``__gpu_exit``, ``__gpu_thread_suspend``). The check reads the
+preprocessed source: every function definition is a node, and a function refers to every
+identifier its body names; a kernel needs fibers when one of those calls is reachable. It
+over-approximates (naming a function counts as calling it) and misses calls it cannot see
+(through a function pointer kept in a table, a C++ operator): at run time such a call in a group
+run as a loop stops the kernel with a fault rather than computing a wrong result.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._signature import clean
+
+FIBER_CALLS = frozenset({
+    "__gpu_sync_threads", "__gpu_sync_lane", "__gpu_lane_mask", "__gpu_ballot", "__gpu_exit", "__gpu_thread_suspend",
+    "__gpu_read_first_lane_u32", "__gpu_read_first_lane_u64", "__gpu_read_first_lane_f32",
+    "__gpu_read_first_lane_f64", "__gpu_shuffle_idx_u32", "__gpu_shuffle_idx_u64", "__gpu_shuffle_idx_f32",
+    "__gpu_shuffle_idx_f64", "__gpu_match_any_u32", "__gpu_match_any_u64", "__gpu_match_all_u32",
+    "__gpu_match_all_u64", "__gpu_lane_sum_u32", "__gpu_lane_sum_u64", "__gpu_lane_sum_f32", "__gpu_lane_sum_f64",
+    "__gpu_lane_scan_u32", "__gpu_lane_scan_u64", "__gpu_lane_scan_f32", "__gpu_lane_scan_f64",
+})
+_NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "alignof", "_Alignof", "decltype",
+                  "__typeof__", "typeof", "defined", "__attribute__", "noexcept"}
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_TRAILER = re.compile(r"(?:\s|const\b|volatile\b|noexcept\b|override\b|final\b|&|->\s*[\w:<>*& ]+)*$")
+
+
+def call_graph(text: str) -> dict[str, set[str]]:
+    """Function name -> identifiers its definitions' bodies name (overloads merged)."""
+    body = clean(text)
+    graph: dict[str, set[str]] = {}
+    for brace in [m.start() for m in re.finditer(r"\{", body)]:
+        before = body[max(0, brace - 400):brace]
+        trailer = _TRAILER.search(before)
+        head = before[:trailer.start()] if trailer else before
+        if not head.endswith(")"):
+            continue
+        depth, index = 0, len(head) - 1
+        while index >= 0:
+            if head[index] == ")":
+                depth += 1
+            elif head[index] == "(":
+                depth -= 1
+                if depth == 0:
+                    break
+            index -= 1
+        name_match = re.search(r"([A-Za-z_]\w*)\s*$", head[:max(index, 0)])
+        if name_match is None or name_match.group(1) in _NOT_FUNCTIONS:
+            continue
+        end = _block_end(body, brace)
+        graph.setdefault(name_match.group(1), set()).update(_IDENT.findall(body[brace:end]))
+    return graph
+
+
+def _block_end(text: str, brace: int) -> int:
+    depth = 0
+    for index in range(brace, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(text)
+
+
+def needs_fibers(kernel: str, graph: dict[str, set[str]]) -> bool:
+    """Whether ``kernel`` may reach a barrier, a lane operation, ``__gpu_exit`` or ``__gpu_thread_suspend``."""
+    seen, todo = {kernel}, [kernel]
+    while todo:
+        names = graph.get(todo.pop(), set())
+        if names & FIBER_CALLS:
+            return True
+        for name in names:
+            if name in graph and name not in seen and name not in FIBER_CALLS:
+                seen.add(name)
+                todo.append(name)
+    return False

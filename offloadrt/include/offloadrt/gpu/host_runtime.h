@@ -1,0 +1,359 @@
+/* How offloadrt runs the work-items of a portable kernel's work-group on the host.
+ *
+ * Included by offloadrt/gpu/gpuintrin.h (host builds only); offloadrt's generated wrappers use
+ * it. Not for use on its own.
+ *
+ * A group runs on the thread that calls the kernel (the host plugin runs each group on one
+ * thread). Kernels without barriers or lane operations loop over the items. The others run
+ * each item as a fiber (makecontext/swapcontext) with its own stack; the scheduler resumes
+ * every runnable fiber in turn until each has finished or waits, then:
+ *   1. in every wavefront, the lanes waiting in a lane operation at the same call site get
+ *      their results together (the lanes at that site are the active lanes);
+ *   2. otherwise, when no lane is waiting in a lane operation, the group is at the barrier:
+ *      every fiber waiting there continues (finished items count as arrived).
+ * Fiber stacks are kept per thread for the next group, and unmapped when the program unloads.
+ */
+#ifndef OFFLOADRT_GPU_HOST_RUNTIME_H
+#define OFFLOADRT_GPU_HOST_RUNTIME_H
+
+#include <offloadrt/host_kernel.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#ifndef __OFFLOADRT_HOST_STACK
+#define __OFFLOADRT_HOST_STACK (256 * 1024) /* bytes of stack per fiber (reserved, touched as used) */
+#endif
+
+/* What a kernel returns (a fault) when the host cannot run it: */
+#define OL_GPU_FAULT_UNEXPECTED_SYNC 0x4f4c0001 /* a barrier/lane operation in a group run as a loop */
+#define OL_GPU_FAULT_NO_STACKS 0x4f4c0002       /* the fiber stacks could not be mapped */
+
+enum { __OL_READY, __OL_AT_BARRIER, __OL_AT_LANE_OP, __OL_DONE };
+
+struct __ol_gpu_fiber {
+  ucontext_t context;
+  uint32_t tid[3];
+  uint32_t lane;
+  int state;
+  /* the lane operation it waits in */
+  int op;
+  const void *site;
+  uint64_t mask, value, result;
+  uint32_t idx, width;
+};
+
+struct __ol_gpu_scheduler {
+  ucontext_t main;      /* the group's own context (the thread's stack) */
+  ucontext_t blank;     /* a saved context that new fibers start from */
+  struct __ol_gpu_fiber *fibers;
+  size_t fibers_bytes;
+  unsigned char *stacks;
+  size_t stacks_bytes;
+  uint32_t capacity;    /* fibers (and stacks) mapped */
+  uint32_t count;       /* items of the running group */
+  void (*item)(const void *);
+  const void *args;
+  struct __ol_gpu_scheduler *next; /* every scheduler of this program, for the unload */
+};
+
+static __thread struct __ol_gpu_scheduler *__ol_gpu_thread_scheduler;
+static struct __ol_gpu_scheduler *__ol_gpu_schedulers; /* guarded by __ol_gpu_schedulers_lock */
+static int __ol_gpu_schedulers_lock;
+
+#define __OL_RT static __attribute__((unused))
+
+__OL_RT void *__ol_gpu_map(size_t bytes) {
+  void *p = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? 0 : p;
+}
+
+/* The thread's scheduler with room for `count` fibers, or 0 when memory cannot be mapped. */
+__OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
+  struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
+  if (!s) {
+    s = (struct __ol_gpu_scheduler *)__ol_gpu_map(sizeof *s);
+    if (!s)
+      return 0;
+    getcontext(&s->blank);
+    while (__atomic_exchange_n(&__ol_gpu_schedulers_lock, 1, __ATOMIC_ACQUIRE))
+      ;
+    s->next = __ol_gpu_schedulers;
+    __ol_gpu_schedulers = s;
+    __atomic_store_n(&__ol_gpu_schedulers_lock, 0, __ATOMIC_RELEASE);
+    __ol_gpu_thread_scheduler = s;
+  }
+  if (count > s->capacity) {
+    size_t page = 4096, stack = ((size_t)__OFFLOADRT_HOST_STACK + page - 1) / page * page + page;
+    size_t fibers_bytes = (size_t)count * sizeof(struct __ol_gpu_fiber);
+    size_t stacks_bytes = (size_t)count * stack;
+    struct __ol_gpu_fiber *fibers = (struct __ol_gpu_fiber *)__ol_gpu_map(fibers_bytes);
+    unsigned char *stacks = (unsigned char *)__ol_gpu_map(stacks_bytes);
+    if (!fibers || !stacks) {
+      if (fibers)
+        munmap(fibers, fibers_bytes);
+      if (stacks)
+        munmap(stacks, stacks_bytes);
+      return 0;
+    }
+    for (uint32_t i = 0; i < count; ++i) /* a guard page under each stack: overflow faults */
+      mprotect(stacks + (size_t)i * stack, page, PROT_NONE);
+    if (s->fibers) {
+      munmap(s->fibers, s->fibers_bytes);
+      munmap(s->stacks, s->stacks_bytes);
+    }
+    s->fibers = fibers;
+    s->fibers_bytes = fibers_bytes;
+    s->stacks = stacks;
+    s->stacks_bytes = stacks_bytes;
+    s->capacity = count;
+  }
+  return s;
+}
+
+__attribute__((destructor)) __OL_RT void __ol_gpu_release_schedulers(void) {
+  /* The program is unloading: no kernel of it runs any more. */
+  struct __ol_gpu_scheduler *s = __ol_gpu_schedulers;
+  __ol_gpu_schedulers = 0;
+  while (s) {
+    struct __ol_gpu_scheduler *next = s->next;
+    if (s->fibers) {
+      munmap(s->fibers, s->fibers_bytes);
+      munmap(s->stacks, s->stacks_bytes);
+    }
+    munmap(s, sizeof *s);
+    s = next;
+  }
+}
+
+/* Start a group: what every item of it sees. */
+__OL_RT void __ol_gpu_begin_group(const ol_host_launch_t *launch) {
+  __ol_gpu.ntid[0] = launch->group_size.x;
+  __ol_gpu.ntid[1] = launch->group_size.y;
+  __ol_gpu.ntid[2] = launch->group_size.z;
+  __ol_gpu.bid[0] = launch->group_id.x;
+  __ol_gpu.bid[1] = launch->group_id.y;
+  __ol_gpu.bid[2] = launch->group_id.z;
+  __ol_gpu.nblk[0] = launch->num_groups.x;
+  __ol_gpu.nblk[1] = launch->num_groups.y;
+  __ol_gpu.nblk[2] = launch->num_groups.z;
+  __ol_gpu.fiber = 0;
+  __ol_gpu.fault = 0;
+}
+
+/* A barrier or lane operation in a group that runs as a loop: with one item it is trivial;
+ * with more, the kernel stops with a fault rather than computing a wrong result. */
+__OL_RT int __ol_gpu_single_item(void) {
+  return __ol_gpu.ntid[0] == 1 && __ol_gpu.ntid[1] == 1 && __ol_gpu.ntid[2] == 1;
+}
+__attribute__((noreturn)) __OL_RT void __ol_gpu_escape(int fault) {
+  __ol_gpu.fault = fault;
+  __builtin_longjmp(__ol_gpu.escape, 1);
+}
+
+__OL_RT void __ol_gpu_switch_out(struct __ol_gpu_fiber *f, int state) {
+  f->state = state;
+  swapcontext(&f->context, &__ol_gpu_thread_scheduler->main);
+}
+
+static void __ol_gpu_barrier(void) {
+  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
+  if (f)
+    __ol_gpu_switch_out(f, __OL_AT_BARRIER);
+  else if (!__ol_gpu_single_item())
+    __ol_gpu_escape(OL_GPU_FAULT_UNEXPECTED_SYNC);
+}
+
+static void __ol_gpu_yield(void) {
+  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
+  if (f)
+    __ol_gpu_switch_out(f, __OL_READY);
+}
+
+__attribute__((noreturn)) static void __ol_gpu_exit_item(void) {
+  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
+  if (f) {
+    __ol_gpu_switch_out(f, __OL_DONE); /* never resumed */
+    __builtin_unreachable();
+  }
+  if (__ol_gpu_single_item())
+    __ol_gpu_escape(0);
+  __ol_gpu_escape(OL_GPU_FAULT_UNEXPECTED_SYNC);
+}
+
+/* The result of lane operation `op` for one lane when the lanes in `group` (a bit per lane of the
+ * wavefront starting at fiber `base`) take part. */
+__OL_RT uint64_t __ol_gpu_lane_result(struct __ol_gpu_fiber *base, uint64_t group, struct __ol_gpu_fiber *f) {
+  uint64_t mask = f->mask, result = 0;
+  uint64_t members = group & mask;
+  switch (f->op) {
+  case __OL_LANE_MASK:
+    return group;
+  case __OL_LANE_SYNC:
+    return 0;
+  case __OL_LANE_BALLOT:
+    for (uint64_t m = members; m; m &= m - 1)
+      if (base[__builtin_ctzll(m)].value)
+        result |= 1ull << __builtin_ctzll(m);
+    return result;
+  case __OL_LANE_FIRST:
+    return base[__builtin_ctzll(members ? members : group)].value;
+  case __OL_LANE_SHUFFLE: {
+    uint32_t width = f->width && f->width <= __OFFLOADRT_HOST_LANES ? f->width : __OFFLOADRT_HOST_LANES;
+    if (f->idx >= 64 || !((mask >> f->idx) & 1)) /* as NVPTX: a source index outside the mask reads 0 */
+      return 0;
+    uint32_t source = (f->lane & ~(width - 1)) + (f->idx & (width - 1));
+    return (group >> source) & 1 ? base[source].value : f->value;
+  }
+  case __OL_LANE_MATCH_ANY:
+    for (uint64_t m = members; m; m &= m - 1)
+      if (base[__builtin_ctzll(m)].value == f->value)
+        result |= 1ull << __builtin_ctzll(m);
+    return result;
+  case __OL_LANE_MATCH_ALL:
+    for (uint64_t m = members; m; m &= m - 1)
+      if (base[__builtin_ctzll(m)].value != f->value)
+        return 0;
+    return members;
+  default:
+    break;
+  }
+  /* sums and inclusive scans, in lane order; a scan over the lanes up to this one */
+  int scan = f->op >= __OL_LANE_SCAN_U32;
+  int kind = f->op - (scan ? __OL_LANE_SCAN_U32 : __OL_LANE_SUM_U32);
+  if (scan && !((members >> f->lane) & 1))
+    return f->value;
+  uint64_t lanes = scan ? members & (~0ull >> (63 - f->lane)) : members;
+  uint64_t u = 0;
+  float s = 0.0f;
+  double d = 0.0;
+  for (uint64_t m = lanes; m; m &= m - 1) {
+    uint64_t v = base[__builtin_ctzll(m)].value;
+    if (kind == 0)
+      u = (uint32_t)(u + v);
+    else if (kind == 1)
+      u += v;
+    else if (kind == 2)
+      s += __ol_bits_f32(v);
+    else
+      d += __ol_bits_f64(v);
+  }
+  return kind == 2 ? __ol_f32_bits(s) : kind == 3 ? __ol_f64_bits(d) : u;
+}
+
+static uint64_t __ol_gpu_lane_op(int op, uint64_t mask, uint64_t x, uint32_t idx, uint32_t width,
+                                 const void *site) {
+  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
+  if (!f) {
+    if (!__ol_gpu_single_item())
+      __ol_gpu_escape(OL_GPU_FAULT_UNEXPECTED_SYNC);
+    struct __ol_gpu_fiber alone;
+    alone.lane = 0;
+    alone.op = op;
+    alone.mask = mask;
+    alone.value = x;
+    alone.idx = idx;
+    alone.width = width;
+    return __ol_gpu_lane_result(&alone, 1, &alone);
+  }
+  f->op = op;
+  f->site = site;
+  f->mask = mask;
+  f->value = x;
+  f->idx = idx;
+  f->width = width;
+  __ol_gpu_switch_out(f, __OL_AT_LANE_OP);
+  return f->result;
+}
+
+/* In each wavefront, give the lanes waiting at the site of its lowest waiting lane their
+ * results; returns whether any lane got one. */
+__OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s) {
+  int resolved = 0;
+  for (uint32_t start = 0; start < s->count; start += __OFFLOADRT_HOST_LANES) {
+    struct __ol_gpu_fiber *base = s->fibers + start;
+    uint32_t lanes = s->count - start < __OFFLOADRT_HOST_LANES ? s->count - start : __OFFLOADRT_HOST_LANES;
+    struct __ol_gpu_fiber *first = 0;
+    uint64_t group = 0;
+    for (uint32_t l = 0; l < lanes; ++l) {
+      struct __ol_gpu_fiber *f = base + l;
+      if (f->state != __OL_AT_LANE_OP)
+        continue;
+      if (!first)
+        first = f;
+      if (f->site == first->site && f->op == first->op)
+        group |= 1ull << l;
+    }
+    if (!first)
+      continue;
+    for (uint64_t m = group; m; m &= m - 1)
+      base[__builtin_ctzll(m)].result = __ol_gpu_lane_result(base, group, base + __builtin_ctzll(m));
+    for (uint64_t m = group; m; m &= m - 1)
+      base[__builtin_ctzll(m)].state = __OL_READY;
+    resolved = 1;
+  }
+  return resolved;
+}
+
+static void __ol_gpu_fiber_main(void) {
+  struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
+  s->item(s->args);
+  __ol_gpu.fiber->state = __OL_DONE; /* returns to s->main through uc_link */
+}
+
+/* Run the group's items as fibers: item(args) once per item. */
+__OL_RT int __ol_gpu_run_fibers(void (*item)(const void *), const void *args) {
+  uint32_t nx = __ol_gpu.ntid[0], ny = __ol_gpu.ntid[1], nz = __ol_gpu.ntid[2];
+  uint64_t count = (uint64_t)nx * ny * nz;
+  struct __ol_gpu_scheduler *s = count <= 0xffffffffu ? __ol_gpu_scheduler((uint32_t)count) : 0;
+  if (!s)
+    return OL_GPU_FAULT_NO_STACKS;
+  size_t page = 4096, stack = ((size_t)__OFFLOADRT_HOST_STACK + page - 1) / page * page + page;
+  s->count = (uint32_t)count;
+  s->item = item;
+  s->args = args;
+  uint32_t i = 0;
+  for (uint32_t z = 0; z < nz; ++z)
+    for (uint32_t y = 0; y < ny; ++y)
+      for (uint32_t x = 0; x < nx; ++x, ++i) {
+        struct __ol_gpu_fiber *f = s->fibers + i;
+        f->context = s->blank;
+        f->context.uc_stack.ss_sp = s->stacks + (size_t)i * stack + page;
+        f->context.uc_stack.ss_size = stack - page;
+        f->context.uc_link = &s->main;
+        makecontext(&f->context, __ol_gpu_fiber_main, 0);
+        f->tid[0] = x;
+        f->tid[1] = y;
+        f->tid[2] = z;
+        f->lane = i & (__OFFLOADRT_HOST_LANES - 1);
+        f->state = __OL_READY;
+      }
+  for (;;) {
+    int ready = 0, waiting = 0;
+    for (i = 0; i < s->count; ++i) {
+      struct __ol_gpu_fiber *f = s->fibers + i;
+      if (f->state != __OL_READY)
+        continue;
+      __ol_gpu.fiber = f;
+      __ol_gpu.tid[0] = f->tid[0];
+      __ol_gpu.tid[1] = f->tid[1];
+      __ol_gpu.tid[2] = f->tid[2];
+      swapcontext(&s->main, &f->context);
+    }
+    __ol_gpu.fiber = 0;
+    for (i = 0; i < s->count; ++i) {
+      ready |= s->fibers[i].state == __OL_READY;
+      waiting |= s->fibers[i].state == __OL_AT_BARRIER || s->fibers[i].state == __OL_AT_LANE_OP;
+    }
+    if (ready)
+      continue; /* some yielded (__gpu_thread_suspend) */
+    if (!waiting)
+      return 0;
+    if (__ol_gpu_resolve_lanes(s))
+      continue;
+    for (i = 0; i < s->count; ++i) /* the barrier: everyone left is waiting at it */
+      if (s->fibers[i].state == __OL_AT_BARRIER)
+        s->fibers[i].state = __OL_READY;
+  }
+}
+
+#endif /* OFFLOADRT_GPU_HOST_RUNTIME_H */
