@@ -1,0 +1,30 @@
+"""What every compiler back end of :mod:`offloadrt.compile` takes and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a source is compiled for: ``kind`` is ``"host"``, ``"cuda"`` or ``"amdgpu"``; ``arch`` is the
+    device's architecture (``"sm_90"``, ``"gfx90a"``; ``""`` for the host, which builds for this machine)."""
+
+    kind: str
+    arch: str = ""
+
+
+@dataclass
+class Compiled:
+    """One compiled image and what is known of its kernels.
+
+    ``kernels`` maps each kernel's source name to its signature in the forms ``Kernel.signature``
+    takes (NumPy type names, ``"ptr"``, ``ctypes.Structure`` types), or to None where the parameters
+    could not be read; ``symbols`` maps a source name to the symbol the image exports for it where the
+    two differ (a C++ kernel's mangled name); ``log`` is the compiler's output (warnings)."""
+
+    image: bytes
+    kernels: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    symbols: dict[str, str] = field(default_factory=dict)
+    log: str = ""
