@@ -15,7 +15,7 @@
  * A wavefront is __OFFLOADRT_HOST_LANES consecutive items (in x, then y, then z order): 32
  * unless the build defines it (a power of two, 1 to 64). `__gpu_local` variables are
  * thread-local, so each work-group (which runs on one thread) has its own; they are not
- * zeroed between groups, as on a GPU. docs/kernels.md says what the host does not support.
+ * zeroed between groups, as on a GPU. docs/portable-kernels.md says what the host does not support.
  */
 #ifndef OFFLOADRT_GPU_GPUINTRIN_H
 #define OFFLOADRT_GPU_GPUINTRIN_H
@@ -64,7 +64,7 @@
 
 #define __OL_UNAVAILABLE(what)                                                                  \
   __attribute__((unavailable(what " is not supported on offloadrt's host device (see "         \
-                                  "docs/kernels.md)")))
+                                  "docs/portable-kernels.md)")))
 
 struct __ol_gpu_fiber;
 
@@ -75,6 +75,7 @@ struct __ol_gpu_state {
   uint32_t bid[3];  /* the group's id */
   uint32_t nblk[3]; /* the number of groups */
   struct __ol_gpu_fiber *fiber; /* the running fiber, or 0 when the group runs as a loop */
+  void *dyn;        /* the group's dynamic work-group memory (extern __gpu_local arrays) */
   void *escape[5];  /* __builtin_setjmp buffer of a loop-mode group (see host_runtime.h) */
   int fault;        /* what the kernel returns when it escapes */
 };

@@ -137,6 +137,7 @@ __OL_RT void __ol_gpu_begin_group(const ol_host_launch_t *launch) {
   __ol_gpu.nblk[1] = launch->num_groups.y;
   __ol_gpu.nblk[2] = launch->num_groups.z;
   __ol_gpu.fiber = 0;
+  __ol_gpu.dyn = launch->dyn_shared_memory;
   __ol_gpu.fault = 0;
 }
 
