@@ -456,7 +456,8 @@ def _rebuild(entry: Any, top: bool = False) -> Any:
     key = (entry["struct"], members)
     made = _STRUCT_TYPES.get(key)
     if made is None:
-        made = type(entry["struct"], (ctypes.Structure,), {"_fields_": list(members), "__module__": "offloadrt.kernels"})
+        made = type(entry["struct"], (ctypes.Structure,),
+                    {"_fields_": list(members), "__module__": "offloadrt.kernels"})
         _STRUCT_TYPES[key] = made
     return made
 

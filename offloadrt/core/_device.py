@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import api
@@ -141,6 +141,20 @@ class Device:
         from ._program import Program
 
         return Program._load(self, image)
+
+    def compile(self, source: str, options: Sequence[str] = (), lang: str | None = None) -> Program:
+        """Compile kernel ``source`` for this device and load it (see ``docs/kernels.md``).
+
+        ``lang``: ``"c"`` (host C, the host kernel ABI, built with ``cc``), ``"cuda"`` (CUDA C++
+        through NVRTC), ``"hip"`` (HIP through hiprtc), ``"gpu-c"``/``"gpu-c++"`` (portable
+        ``<gpuintrin.h>`` kernels); None reads it from the source. ``options`` are compiler
+        options. Images are cached on disk. The program's kernels come with their signatures.
+        ``COMPILE_FAILURE`` holds the compiler's whole log; ``HOST_TOOL_NOT_FOUND`` says what to
+        install; ``UNSUPPORTED`` a language this device cannot run.
+        """
+        from ..compile import compile_source
+
+        return compile_source(self, source, options, lang)
 
     def __repr__(self) -> str:
         state = " (shut down)" if self._runtime.closed else ""

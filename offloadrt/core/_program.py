@@ -15,14 +15,18 @@ from . import _args
 from ._errors import with_context
 
 if TYPE_CHECKING:
+    from ..compile._types import Compiled
     from ._device import Device
     from ._memory import Buffer
 
 
 class Program:
-    """Device code loaded on one device by :meth:`Device.load`.
+    """Device code loaded on one device by :meth:`Device.load`, or compiled from source by
+    :meth:`Device.compile` / :meth:`Program.from_source`.
 
-    ``kernel(name)`` finds a kernel, ``global_var(name)`` a global variable's memory. ``close()`` (or
+    ``kernel(name)`` finds a kernel (a compiled program's kernels come with their signatures, and
+    C++ kernels are found by their source name), ``global_var(name)`` a global variable's memory.
+    ``close()`` (or
     the end of a ``with`` block) unloads it: launches already queued still run, and its kernels and
     global variables cannot be used afterwards. A program is unloaded when it is garbage collected
     too; its kernels and global-variable buffers keep it alive.
@@ -33,6 +37,7 @@ class Program:
         self._handle: api.Program | None = handle
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()  # guards _kernels
+        self._compiled: Compiled | None = None  # what the compiler said of the kernels (compiled programs)
 
     @classmethod
     def _load(cls, device: Device, image: Any) -> Program:
@@ -52,6 +57,29 @@ class Program:
             raise with_context(exc, f"loading a program on {device}") from exc
         return cls(device, handle)
 
+    @classmethod
+    def from_source(cls, device: Device, source: str, options: Sequence[str] = (), lang: str | None = None) -> Program:
+        """Compile ``source`` for ``device`` and load it; the same as ``device.compile(source, options, lang)``."""
+        from ..compile import compile_source
+
+        return compile_source(device, source, options, lang)
+
+    @classmethod
+    def _from_compiled(cls, device: Device, compiled: Compiled) -> Program:
+        program = cls._load(device, compiled.image)
+        program._compiled = compiled
+        return program
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """The kernels the compiler found in the source (by source name); ``()`` for a loaded image."""
+        return () if self._compiled is None else tuple(self._compiled.kernels)
+
+    @property
+    def log(self) -> str:
+        """The compiler's output (warnings) for a compiled program; ``""`` for a loaded image."""
+        return "" if self._compiled is None else self._compiled.log
+
     @property
     def device(self) -> Device:
         """The device the program is loaded on."""
@@ -70,17 +98,35 @@ class Program:
         return handle
 
     def kernel(self, name: str) -> Kernel:
-        """The kernel ``name`` (the same object every time); ``NOT_FOUND`` if the program has none."""
+        """The kernel ``name`` (the same object every time); ``NOT_FOUND`` if the program has none.
+
+        In a compiled program ``name`` is the kernel's source name (a C++ kernel's mangled symbol
+        works too), and the kernel's ``signature`` is already set where the source tells it."""
         found = self._kernels.get(name)
         if found is not None and self._handle is not None:
             return found
+        if not isinstance(name, str):
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"a kernel name is a str, got {type(name).__name__}")
         handle = self._live()
+        compiled = self._compiled
+        symbol_name = compiled.symbols.get(name, name) if compiled is not None else name
         try:
-            symbol = api.olGetSymbol(handle, name, SymbolKind.KERNEL)
+            symbol = api.olGetSymbol(handle, symbol_name, SymbolKind.KERNEL)
         except OffloadError as exc:
-            raise with_context(exc, f"finding kernel {name!r} in {self!r}") from exc
+            known = f" (kernels compiled: {', '.join(compiled.kernels) or 'none'})" if compiled is not None else ""
+            raise with_context(exc, f"finding kernel {name!r} in {self!r}{known}") from exc
+        made = Kernel(self, symbol, name)
+        if compiled is not None:
+            signature = compiled.kernels.get(name)
+            if signature is None and symbol_name != name:
+                signature = compiled.kernels.get(symbol_name)
+            if signature is None:  # asked by the mangled name: find the source name it stands for
+                source_name = next((k for k, v in compiled.symbols.items() if v == name), None)
+                signature = compiled.kernels.get(source_name) if source_name is not None else None
+            if signature is not None:
+                made.signature = signature
         with self._lock:
-            return self._kernels.setdefault(name, Kernel(self, symbol, name))
+            return self._kernels.setdefault(name, made)
 
     def global_var(self, name: str) -> Buffer:
         """The memory of the global variable ``name``: a Buffer of its address and size on the device.

@@ -1,0 +1,212 @@
+"""The on-disk cache of compiled images: one file per compile, keyed by everything that shapes the image.
+
+An entry's key is the SHA-256 of its source, options, language, target, the compiler's identity and
+version and offloadrt's own headers (:func:`key`). An entry is one file, ``<key>.olrtc`` in the
+cache folder: a magic line, the length of a JSON header, the header (language, target, kernels'
+signatures, symbols, the compiler's log, the image's size and SHA-256) and the image. It is
+written to a temporary file in the same folder and renamed into place (``os.replace``), so a
+reader in another process sees the whole old entry, the whole new one or none. An entry that
+cannot be read back whole (truncated, damaged, another format) is a miss: it is removed and the
+source compiled again.
+
+The folder is ``$OFFLOADRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/offloadrt``, else
+``~/.cache/offloadrt``. ``OFFLOADRT_CACHE_DIR=""`` is refused (set it to a folder, or pass
+``cache=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from . import _signature
+from ._types import Compiled, Target
+
+FORMAT = 1  # bump when the entry layout or the meaning of a key changes
+MAGIC = b"offloadrt-compiled\n"
+SUFFIX = ".olrtc"
+_HEADER_SIZE = struct.Struct("<Q")
+_INCLUDE_DIGEST: str | None = None
+_STALE_SECONDS = 3600.0
+
+
+def folder() -> Path:
+    """The cache folder (not created here)."""
+    chosen = os.environ.get("OFFLOADRT_CACHE_DIR")
+    if chosen is not None:
+        if not chosen.strip():
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               "OFFLOADRT_CACHE_DIR is set but empty: set it to a folder, or unset it to use the "
+                               "user cache folder")
+        return Path(chosen).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "offloadrt"
+
+
+def include_digest() -> str:
+    """SHA-256 of offloadrt's headers (``offloadrt/include``), which every host image is built with;
+    computed once per process."""
+    global _INCLUDE_DIGEST
+    if _INCLUDE_DIGEST is None:
+        root = Path(__file__).resolve().parent.parent / "include"
+        digest = hashlib.sha256()
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _INCLUDE_DIGEST = digest.hexdigest()
+    return _INCLUDE_DIGEST
+
+
+def key(source: str, options: tuple[str, ...], lang: str, target: Target, identity: str) -> str:
+    """The entry name of one compile."""
+    described = json.dumps({"format": FORMAT, "source": source, "options": list(options), "lang": lang,
+                            "target": [target.kind, target.arch], "compiler": identity,
+                            "headers": include_digest()}, sort_keys=True)
+    return hashlib.sha256(described.encode()).hexdigest()
+
+
+def _path(name: str, where: Path | None = None) -> Path:
+    return (where or folder()) / f"{name}{SUFFIX}"
+
+
+def load(name: str, where: Path | None = None) -> Compiled | None:
+    """The entry ``name``, or None when there is none or it is damaged (then it is removed)."""
+    path = _path(name, where)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # unreadable: compile again (the write will say what is wrong with the folder)
+    entry = _parse(data)
+    if entry is None:
+        _discard(path)
+        return None
+    header, image = entry
+    try:
+        kernels = {kernel: None if described is None else _signature.rebuild(described)
+                   for kernel, described in header["kernels"].items()}
+        return Compiled(image, kernels, dict(header["symbols"]), str(header["log"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        _discard(path)
+        return None
+
+
+def _parse(data: bytes) -> tuple[dict[str, Any], bytes] | None:
+    start = len(MAGIC) + _HEADER_SIZE.size
+    if not data.startswith(MAGIC) or len(data) < start:
+        return None
+    size, = _HEADER_SIZE.unpack_from(data, len(MAGIC))
+    if size > len(data) - start:
+        return None
+    try:
+        header = json.loads(data[start:start + size])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    image = data[start + size:]
+    if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("image_size") != len(image) \
+            or header.get("image_sha256") != hashlib.sha256(image).hexdigest():
+        return None
+    return header, image
+
+
+def store(name: str, compiled: Compiled, lang: str, target: Target, where: Path | None = None) -> None:
+    """Write an entry (atomically: a temporary file renamed into place). A folder that cannot be
+    written is reported as ``HOST_IO``."""
+    directory = where or folder()
+    header = {
+        "format": FORMAT, "lang": lang, "target": [target.kind, target.arch], "created": time.time(),
+        "kernels": {kernel: None if sig is None else _signature.describe(sig)
+                    for kernel, sig in compiled.kernels.items()},
+        "symbols": compiled.symbols, "log": compiled.log,
+        "image_size": len(compiled.image), "image_sha256": hashlib.sha256(compiled.image).hexdigest(),
+    }
+    encoded = json.dumps(header, sort_keys=True).encode()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{name[:16]}-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(MAGIC + _HEADER_SIZE.pack(len(encoded)) + encoded)
+                file.write(compiled.image)
+            os.replace(temporary, _path(name, directory))
+        except BaseException:
+            _discard(Path(temporary))
+            raise
+    except OSError as exc:
+        raise OffloadError(ErrorCode.HOST_IO, f"cannot write the compile cache in {directory}: {exc} "
+                                              f"(set OFFLOADRT_CACHE_DIR to a writable folder, or pass "
+                                              f"cache=False)") from exc
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # another process removed or replaced it first
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cache entry as ``python -m offloadrt cache list`` shows it (``lang``/``target`` are
+    ``"?"`` for a damaged entry)."""
+
+    name: str
+    size: int
+    lang: str
+    target: str
+    kernels: tuple[str, ...]
+    created: float
+
+
+def entries(where: Path | None = None) -> list[Entry]:
+    """The entries in the cache folder, oldest first."""
+    directory = where or folder()
+    found = []
+    for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
+        try:
+            data = path.read_bytes()
+            stat = path.stat()
+        except OSError:
+            continue
+        parsed = _parse(data)
+        if parsed is None:
+            found.append(Entry(path.stem, len(data), "?", "?", (), stat.st_mtime))
+            continue
+        header = parsed[0]
+        kind, arch = header.get("target", ["?", ""])
+        found.append(Entry(path.stem, len(data), str(header.get("lang", "?")), f"{kind}:{arch}" if arch else str(kind),
+                           tuple(header.get("kernels", {})), float(header.get("created", stat.st_mtime))))
+    return sorted(found, key=lambda entry: entry.created)
+
+
+def clear(where: Path | None = None) -> tuple[int, int]:
+    """Remove every entry, and temporary files a killed process left (older than an hour: younger
+    ones may be another process's write in progress); returns (entries removed, bytes freed)."""
+    directory = where or folder()
+    removed = freed = 0
+    if not directory.is_dir():
+        return 0, 0
+    for path in list(directory.glob(f"*{SUFFIX}")) + list(directory.glob(".*.tmp")):
+        try:
+            stat = path.stat()
+            if path.suffix != SUFFIX and time.time() - stat.st_mtime < _STALE_SECONDS:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        size = stat.st_size
+        if path.suffix == SUFFIX:
+            removed += 1
+        freed += size
+    return removed, freed

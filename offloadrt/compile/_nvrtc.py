@@ -1,0 +1,153 @@
+"""CUDA C++ kernels (``lang="cuda"``) through NVRTC (``cuda.bindings.nvrtc``), compiled to PTX.
+
+NVRTC compiles for the device's compute capability (``--gpu-architecture=compute_XY``) unless the
+options name an architecture; for a device newer than this NVRTC knows, for the newest it knows
+(the driver compiles PTX forward). It needs no GPU: the ``nvidia-cuda-nvrtc`` wheel brings
+``libnvrtc``. Kernels' symbols and parameters come from the PTX ``.entry`` directives; their
+signatures from the source's declarations where those agree with the PTX, else from the PTX alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from ..errors import ErrorCode, OffloadError
+from . import _signature
+from ._types import Compiled, Target
+
+INSTALL = "pip install cuda-bindings nvidia-cuda-nvrtc (or offloadrt[cuda])"
+_ARCH_OPTION = re.compile(r"^(?:-arch|--gpu-architecture)(?:=|$)")
+
+
+def nvrtc_module() -> ModuleType:
+    """``cuda.bindings.nvrtc`` (``HOST_TOOL_NOT_FOUND`` when cuda-bindings or libnvrtc is missing)."""
+    try:
+        module = importlib.import_module("cuda.bindings.nvrtc")
+    except ImportError as exc:
+        raise OffloadError(ErrorCode.HOST_TOOL_NOT_FOUND,
+                           f"CUDA kernels from source need NVRTC through cuda-bindings ({exc}): {INSTALL}") from None
+    return module
+
+
+def _call(nvrtc: ModuleType, name: str, *args: Any) -> tuple[Any, ...]:
+    """Call an NVRTC function; a missing ``libnvrtc`` is ``HOST_TOOL_NOT_FOUND``."""
+    try:
+        result = getattr(nvrtc, name)(*args)
+    except RuntimeError as exc:  # cuda-bindings raises this when it cannot load libnvrtc
+        raise OffloadError(ErrorCode.HOST_TOOL_NOT_FOUND, f"NVRTC is not usable ({exc}): {INSTALL}") from None
+    return tuple(result)
+
+
+def version() -> tuple[int, int]:
+    nvrtc = nvrtc_module()
+    status, major, minor = _call(nvrtc, "nvrtcVersion")
+    _check(nvrtc, status, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+def toolchain_identity(target: Target) -> str:
+    major, minor = version()
+    return f"NVRTC {major}.{minor}"
+
+
+def _check(nvrtc: ModuleType, status: Any, call: str, log: str = "") -> None:
+    if int(status) == 0:
+        return
+    name = getattr(status, "name", str(int(status)))
+    if name == "NVRTC_ERROR_COMPILATION":
+        raise OffloadError(ErrorCode.COMPILE_FAILURE, f"NVRTC could not compile the CUDA source; compiler log:\n{log}")
+    if name == "NVRTC_ERROR_INVALID_OPTION":
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"NVRTC refused an option ({name}); log:\n{log}")
+    raise OffloadError(ErrorCode.COMPILE_FAILURE, f"{call}: {name}" + (f"; log:\n{log}" if log else ""))
+
+
+def architecture(arch: str) -> str:
+    """The ``compute_XY`` NVRTC compiles for on a device of ``arch`` (``"sm_90"``)."""
+    match = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
+    if match is None:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"not a CUDA architecture: {arch!r} (sm_XY)")
+    wanted = int(match.group(1))
+    nvrtc = nvrtc_module()
+    status, supported = _call(nvrtc, "nvrtcGetSupportedArchs")
+    _check(nvrtc, status, "nvrtcGetSupportedArchs")
+    usable = [int(sm) for sm in supported if int(sm) <= wanted]
+    if not usable:
+        major, minor = version()
+        raise OffloadError(ErrorCode.UNSUPPORTED,
+                           f"NVRTC {major}.{minor} compiles for sm_{min(supported)} and newer; the device is "
+                           f"{arch}: use an older CUDA toolkit's NVRTC, or load PTX built elsewhere")
+    return f"compute_{max(usable)}"
+
+
+def compile_cuda(source: str, options: Sequence[str], target: Target, name: str) -> Compiled:
+    """PTX for ``target``; ``COMPILE_FAILURE`` holds NVRTC's whole log."""
+    nvrtc = nvrtc_module()
+    flags = [str(option) for option in options]
+    if not any(_ARCH_OPTION.match(flag) for flag in flags):
+        flags.insert(0, f"--gpu-architecture={architecture(target.arch)}")
+    status, program = _call(nvrtc, "nvrtcCreateProgram", source.encode(), f"{name}.cu".encode(), 0, [], [])
+    _check(nvrtc, status, "nvrtcCreateProgram")
+    try:
+        encoded = [flag.encode() for flag in flags]
+        status, = _call(nvrtc, "nvrtcCompileProgram", program, len(encoded), encoded)
+        log = _log(nvrtc, program)
+        _check(nvrtc, status, "nvrtcCompileProgram", log)
+        status, size = _call(nvrtc, "nvrtcGetPTXSize", program)
+        _check(nvrtc, status, "nvrtcGetPTXSize")
+        ptx = b" " * int(size)
+        status, = _call(nvrtc, "nvrtcGetPTX", program, ptx)
+        _check(nvrtc, status, "nvrtcGetPTX")
+    finally:
+        _call(nvrtc, "nvrtcDestroyProgram", program)
+    kernels, symbols = ptx_kernels(source, ptx.rstrip(b"\0").decode(errors="replace"))
+    return Compiled(ptx, kernels, symbols, log)
+
+
+def _log(nvrtc: ModuleType, program: Any) -> str:
+    status, size = _call(nvrtc, "nvrtcGetProgramLogSize", program)
+    if int(status) != 0 or int(size) <= 1:
+        return ""
+    text = b" " * int(size)
+    _call(nvrtc, "nvrtcGetProgramLog", program, text)
+    return text.rstrip(b"\0").decode(errors="replace").strip()
+
+
+def ptx_kernels(source: str, ptx: str) -> tuple[dict[str, tuple[Any, ...] | None], dict[str, str]]:
+    """Signatures by source name and the symbols of C++ kernels, from the source and its PTX."""
+    entries = _signature.ptx_entries(ptx)
+    info = _signature.analyse(source, cxx=True)
+    kernels: dict[str, tuple[Any, ...] | None] = {}
+    symbols: dict[str, str] = {}
+    claimed: set[str] = set()
+    for decl in info.kernels:
+        symbol = _signature.symbol_for(decl.name, decl.cxx_linkage, list(entries))
+        if symbol not in entries:
+            continue  # not in the PTX (an uninstantiated template, a kernel compiled out)
+        claimed.add(symbol)
+        if symbol != decl.name:
+            symbols[decl.name] = symbol
+        kernels[decl.name] = _best_signature(decl, info, entries[symbol])
+    for symbol, params in entries.items():
+        if symbol not in claimed:
+            kernels[symbol] = _ptx_only(params)
+    return kernels, symbols
+
+
+def _best_signature(decl: _signature.KernelDecl, info: _signature.SourceInfo,
+                    params: list[tuple[str, int, int]]) -> tuple[Any, ...] | None:
+    try:
+        declared = _signature.signature(decl, info)
+    except _signature.SignatureError:
+        return _ptx_only(params)
+    return declared if _signature.matches_ptx(declared, params) else _ptx_only(params)
+
+
+def _ptx_only(params: list[tuple[str, int, int]]) -> tuple[Any, ...] | None:
+    try:
+        return _signature.ptx_signature(params)
+    except _signature.SignatureError:
+        return None
