@@ -111,7 +111,7 @@ def _check_lang(lang: str, target: Target) -> None:
                        f"device use {_NATIVE[target.kind]!r}, or 'gpu-c'/'gpu-c++' (portable <gpuintrin.h> kernels)")
 
 
-def _portable() -> ModuleType:
+def _portable_compiler() -> ModuleType:
     try:
         module = importlib.import_module(_PORTABLE_MODULE)
     except ModuleNotFoundError as exc:
@@ -138,7 +138,7 @@ def _identity(lang: str, target: Target) -> str:
         from . import _hiprtc
 
         return _hiprtc.toolchain_identity(target)
-    return str(_portable().toolchain_identity(target))
+    return str(_portable_compiler().toolchain_identity(target))
 
 
 def _compile(source: str, options: tuple[str, ...], lang: str, target: Target, name: str) -> Compiled:
@@ -154,7 +154,7 @@ def _compile(source: str, options: tuple[str, ...], lang: str, target: Target, n
         from . import _hiprtc
 
         return _hiprtc.compile_hip(source, options, target, name)
-    compiled = _portable().compile_portable(source, options, lang, target)
+    compiled = _portable_compiler().compile_portable(source, options, lang, target)
     if not isinstance(compiled, Compiled):
         raise OffloadError(ErrorCode.UNKNOWN, f"the portable compiler returned {type(compiled).__name__}, not Compiled")
     return compiled

@@ -3,7 +3,7 @@
 ROCm's ``libhiprtc.so`` is absent on the test machines, so hip-python's real ``hiprtc`` can only
 be imported, not called. This module has the same function names, parameters and
 ``(hiprtcResult, *outputs)`` results (checked against the real module by
-tests/test_compile_hiprtc.py) and really compiles: ``hiprtcCompileProgram`` runs
+tests/test_compile_gpu.py) and really compiles: ``hiprtcCompileProgram`` runs
 ``clang -x hip --offload-arch=<arch> -nogpulib -nogpuinc --cuda-device-only
 --no-gpu-bundle-output`` (clang >= 20 with the AMDGPU target and ``ld.lld``), which links an
 AMDGPU code object as hiprtc does. Without HIP's headers clang knows none of HIP's names, so the
@@ -15,7 +15,7 @@ Anything else of HIP's headers is missing and fails to compile, with clang's log
 
 Controls: :func:`install` (make ``offloadrt.compile`` use this module), :func:`inject` (make the
 next calls of a function return a result, with a log), :func:`set_library_missing` (every call
-raises hip-python's RuntimeError about ``libhiprtc.so``), :data:`calls` (every call's name),
+raises hip-python's RuntimeError about ``libhiprtc.so``), :data:`calls` (every call's name), :data:`compiled_options`,
 :func:`find_clang` (the clang used, or None: tests skip then).
 """
 
@@ -109,6 +109,7 @@ _lock = threading.Lock()  # guards _injections and _library_missing
 _injections: dict[str, deque[tuple[hiprtcResult, str, int]]] = {}
 _library_missing = False
 calls: list[str] = []
+compiled_options: list[list[str]] = []  # the options of each hiprtcCompileProgram that reached the compiler
 
 
 class hiprtcProgram:  # noqa: N801  # hip-python's name
@@ -215,6 +216,8 @@ def hiprtcCompileProgram(prog: Any, numOptions: int, options: Any) -> tuple[hipr
     flags = [_bytes(option).decode() for option in list(options or [])]
     if int(numOptions) != len(flags):
         return (hiprtcResult.HIPRTC_ERROR_INVALID_INPUT,)
+    with _lock:
+        compiled_options.append(flags)
     bad = [flag for flag in flags if not _ALLOWED_OPTION.match(flag)]
     if bad:
         program.log = f"hiprtc (hip_standin): unsupported option(s): {' '.join(bad)}"
@@ -339,6 +342,7 @@ def reset() -> None:
     with _lock:
         _injections.clear()
         calls.clear()
+        compiled_options.clear()
 
 
 def install(monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -1,0 +1,147 @@
+"""The compile cache: hits and misses, what the key covers, damaged entries recompiled, two processes
+compiling at once, the folder it uses, a folder that cannot be written, and list/clear."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from offloadrt import ErrorCode, OffloadError, OffloadWarning
+from offloadrt import compile as compiler
+from offloadrt.compile import Compiled, Target, _cache, build
+
+SOURCE = r"""
+#include <offloadrt/host_kernel.h>
+struct args { double a; float *out; };
+OL_HOST_KERNEL k(const void *args, const ol_host_launch_t *launch) { (void)args; (void)launch; return 0; }
+OL_HOST_KERNEL_ARGS(k, struct args);
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The languages of the compiles that really ran (cache misses)."""
+    ran: list[str] = []
+    real = compiler._compile
+
+    def counted(source: str, options: tuple[str, ...], lang: str, target: Target, name: str) -> Compiled:
+        ran.append(lang)
+        return real(source, options, lang, target, name)
+
+    monkeypatch.setattr(compiler, "_compile", counted)
+    return ran
+
+
+def test_a_second_compile_is_a_hit_with_the_same_image_and_signatures(compiles: list[str], cache_dir: Path) -> None:
+    first = build(SOURCE)
+    second = build(SOURCE)
+    assert compiles == ["c"]
+    assert second.image == first.image and second.kernels == first.kernels == {"k": ("float64", "ptr")}
+    assert len(list(cache_dir.glob("*.olrtc"))) == 1
+    build(SOURCE, cache=False)
+    assert compiles == ["c", "c"]
+
+
+def test_the_key_covers_source_options_and_compiler(compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    build(SOURCE)
+    build(SOURCE + "\n")
+    build(SOURCE, ["-O3"])
+    build(SOURCE, ["-O3"])
+    assert compiles == ["c"] * 3
+    monkeypatch.setattr(compiler, "_identity", lambda lang, target: "another compiler 99.0")
+    build(SOURCE)
+    assert compiles == ["c"] * 4
+    key = _cache.key(SOURCE, (), "c", Target("host"), "x")
+    assert key != _cache.key(SOURCE, (), "gpu-c", Target("host"), "x")
+    assert _cache.key(SOURCE, (), "cuda", Target("cuda", "sm_80"), "x") != \
+        _cache.key(SOURCE, (), "cuda", Target("cuda", "sm_90"), "x")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "header"])
+def test_a_damaged_entry_is_compiled_again(compiles: list[str], cache_dir: Path, damage: str) -> None:
+    good = build(SOURCE)
+    entry, = cache_dir.glob("*.olrtc")
+    data = entry.read_bytes()
+    if damage == "truncate":
+        data = data[:len(data) // 2]
+    elif damage == "flip":
+        data = data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:]
+    elif damage == "garbage":
+        data = os.urandom(len(data))
+    elif damage == "empty":
+        data = b""
+    else:  # a well-formed entry whose header is not what a reader expects
+        header = b'{"format": 1, "kernels": 5}'
+        data = _cache.MAGIC + len(header).to_bytes(8, "little") + header
+    entry.write_bytes(data)
+    again = build(SOURCE)
+    assert compiles == ["c", "c"] and again.image == good.image
+    assert _cache.load(entry.stem) is not None  # rewritten whole
+
+
+def test_two_processes_compiling_at_once_both_succeed(cache_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "compile_once.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from offloadrt.compile import build
+        for round in range(3):
+            compiled = build({SOURCE!r} + "// round %d" % round)
+            assert compiled.kernels == {{"k": ("float64", "ptr")}}, compiled.kernels
+        print("ok")
+    """))
+    env = dict(os.environ, OFFLOADRT_CACHE_DIR=str(cache_dir))
+    workers = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0 and out.strip() == "ok", err
+    assert len(list(cache_dir.glob("*.olrtc"))) == 3 and not list(cache_dir.glob(".*.tmp"))
+    assert all(_cache.load(path.stem) is not None for path in cache_dir.glob("*.olrtc"))
+
+
+def test_the_cache_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert _cache.folder() == tmp_path / "cache"
+    monkeypatch.delenv("OFFLOADRT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _cache.folder() == tmp_path / "xdg" / "offloadrt"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _cache.folder() == tmp_path / "home" / ".cache" / "offloadrt"
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", "")
+    with pytest.raises(OffloadError) as info:
+        build(SOURCE)
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT and "OFFLOADRT_CACHE_DIR" in info.value.details
+
+
+def test_an_unwritable_cache_warns_and_still_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(OffloadWarning, match="not cached"):
+        compiled = build(SOURCE)
+    assert compiled.kernels == {"k": ("float64", "ptr")}
+
+
+def test_entries_and_clear(cache_dir: Path) -> None:
+    assert _cache.entries() == [] and _cache.clear() == (0, 0)
+    build(SOURCE)
+    build(SOURCE, ["-O0"])
+    shown = _cache.entries()
+    assert [(e.lang, e.target, e.kernels) for e in shown] == [("c", "host", ("k",))] * 2
+    (cache_dir / "junk.olrtc").write_bytes(b"junk")
+    assert [e.lang for e in _cache.entries()].count("?") == 1
+    removed, freed = _cache.clear()
+    assert removed == 3 and freed == sum(e.size for e in shown) + 4
+    assert _cache.entries() == []
