@@ -12,7 +12,7 @@ Writes into ``--out`` (default ``benchmarks/results/``):
 - ``results.json``: the machine (CPU, cores, Python, NumPy, offloadrt, peer versions, date, git
   commit) and each module's whole result;
 - ``summary.md``: every row (what, value, floor, ratio, goal) as a Markdown table, the peer
-  comparison side by side, and the errors;
+  comparison side by side, the modules' ``notes`` (what they could not measure) and the errors;
 - ``launch_scaling.png``: launch and event latency against live queues and submitting threads;
 - ``copy_bandwidth.png``: copy bandwidth against size for offloadrt, the peer, NumPy and memmove;
 - ``peer.png``: the three workloads of the peer comparison side by side.
@@ -344,6 +344,10 @@ def summary_markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {_cell(entry.get('benchmark', name))} | {_cell(entry['what'])} | "
                          f"{_number(entry['value'])} {_cell(entry['unit'])} | {_cell(floor)} | {ratio} | "
                          f"{_cell(entry.get('goal') or '-')} |")
+    notes = [(name, note) for name, result in results["modules"].items() for note in _notes(result)]
+    if notes:
+        lines += ["", "Notes from the benchmarks:", ""]
+        lines += [f"- `{name}`: {_cell(note)}" for name, note in notes]
     scaling = results["modules"].get("bench_scaling")
     if scaling and "growth" in scaling:
         lines += ["", "How the scaling figures grow (each against its 1-queue or 1-thread figure):", ""]
@@ -357,6 +361,12 @@ def summary_markdown(results: dict[str, Any]) -> str:
         lines += ["", "## Errors", ""]
         lines += [f"- `{name}`: {_cell(error)}" for name, error in results["errors"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _notes(result: dict[str, Any]) -> list[str]:
+    """A module's ``notes`` (a string or a list of them): what it could not measure and why."""
+    notes = result.get("notes") or []
+    return [notes] if isinstance(notes, str) else [str(note) for note in notes]
 
 
 def _peer_table(peer: dict[str, Any]) -> list[str]:
