@@ -1,5 +1,7 @@
-"""offloadrt's command line: ``offloadrt info [--json]`` (also ``python -m offloadrt info``).
+"""offloadrt's command line: ``offloadrt info [--json]`` and ``offloadrt cache [list|clear]`` (also
+``python -m offloadrt ...``).
 
+``cache`` lists the compile cache's entries (size, language, target, kernels) or empties it.
 ``info`` shows what offloadrt finds on this machine, as LLVM's ``llvm-offload-device-info`` does:
 the version, the number of devices, each device's platform and device info (the same labels, in
 the same order), the platforms that did not start with the reason, and with ``--json`` the same
@@ -172,6 +174,37 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _size(nbytes: int) -> str:
+    if nbytes < 1024:
+        return f"{nbytes} B"
+    return f"{nbytes / 1024:.1f} KiB" if nbytes < 1024 * 1024 else f"{nbytes / (1024 * 1024):.1f} MiB"
+
+
+def cache_command(action: str) -> int:
+    """``cache list`` / ``cache clear``."""
+    from .compile import _cache
+
+    try:
+        where = _cache.folder()
+        if action == "clear":
+            removed, freed = _cache.clear()
+            print(f"Removed {removed} entries ({_size(freed)}) from {where}")
+            return 0
+        found = _cache.entries()
+    except OffloadError as exc:
+        print(f"[offloadrt error {exc.code.name}]: {exc.details}", file=sys.stderr)
+        return 1
+    total = sum(entry.size for entry in found)
+    print(f"Cache folder: {where}")
+    print(f"Entries: {len(found)} ({_size(total)})")
+    if found:
+        print(f"\n{'Entry':<16}  {'Size':>10}  {'Lang':<7}  {'Target':<30}  Kernels")
+        for entry in found:
+            kernels = ", ".join(entry.kernels) if entry.lang != "?" else "(damaged: recompiled on next use)"
+            print(f"{entry.name[:16]:<16}  {_size(entry.size):>10}  {entry.lang:<7}  {entry.target:<30}  {kernels}")
+    return 0
+
+
 def _program_name() -> str:
     """``offloadrt`` for the console script, ``python -m offloadrt`` for the module."""
     return "python -m offloadrt" if os.path.basename(sys.argv[0] or "") == "__main__.py" else "offloadrt"
@@ -180,7 +213,8 @@ def _program_name() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=_program_name(),
-        description="offloadrt, a pure-Python implementation of LLVM's Offload API (ol*): show what it finds.",
+        description="offloadrt, a pure-Python implementation of LLVM's Offload API (ol*): show what it finds, "
+                    "and show or empty its cache of compiled kernels.",
         epilog="The same command is installed as `offloadrt` and runs as `python -m offloadrt`.")
     parser.add_argument("--version", action="version", version=f"offloadrt {__version__} ({LLVM_API})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -190,7 +224,16 @@ def main(argv: list[str] | None = None) -> int:
                     "platforms that did not start with the reason.")
     info.add_argument("--json", action="store_true",
                       help="print the same data as one JSON object (see offloadrt/info.schema.json)")
+    cache = commands.add_parser(
+        "cache", help="show or empty the cache of kernels compiled from source",
+        description="Show the cache of kernels compiled from source (Device.compile): its folder, and each "
+                    "entry's size, language, target and kernels; or remove every entry. The folder is "
+                    "$OFFLOADRT_CACHE_DIR, else $XDG_CACHE_HOME/offloadrt, else ~/.cache/offloadrt.")
+    cache.add_argument("action", nargs="?", choices=("list", "clear"), default="list",
+                       help="list (the default) or clear")
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        return cache_command(args.action)
     try:
         olInit()
     except OffloadError as exc:

@@ -81,3 +81,29 @@ def test_a_closed_pipe_is_no_error() -> None:
     shell = f"{sys.executable} -m offloadrt info --json | head -c 10 >/dev/null; exit ${{PIPESTATUS[0]}}"
     result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_cache_list_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from offloadrt.compile import Target, build
+
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", str(tmp_path / "cache"))
+    empty = run("cache")
+    assert empty.returncode == 0, empty.stderr
+    assert f"Cache folder: {tmp_path / 'cache'}" in empty.stdout and "Entries: 0 (0 B)" in empty.stdout
+    source = "#include <offloadrt/host_kernel.h>\nOL_HOST_KERNEL one(const void *a, const ol_host_launch_t *l) " \
+             "{ (void)a; (void)l; return 0; }\nOL_HOST_KERNEL_NO_ARGS(one);\n"
+    build(source)
+    build(source, target=Target("host"), options=["-O0"])
+    shown = run("cache", "list")
+    assert shown.returncode == 0, shown.stderr
+    assert "Entries: 2 (" in shown.stdout and "``" not in shown.stdout
+    rows = [line.split() for line in shown.stdout.splitlines() if line.endswith(" one")]
+    assert len(rows) == 2 and all(row[3:] == ["c", "host", "one"] for row in rows)
+    cleared = run("cache", "clear")
+    assert cleared.returncode == 0 and cleared.stdout.startswith("Removed 2 entries (")
+    assert "Entries: 0 (0 B)" in run("cache").stdout
+    assert "clear" in run("cache", "--help").stdout and "cache" in run("--help").stdout
+    assert run("cache", "burn").returncode == 2  # argparse's usage error
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", "")
+    refused = run("cache")
+    assert refused.returncode == 1 and "OFFLOADRT_CACHE_DIR" in refused.stderr
