@@ -49,10 +49,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
 SOURCE_NAME = {"c": "kernel.c", "c++": "kernel.cpp"}
 
 
-def _fail(message: str) -> OffloadError:
-    return OffloadError(ErrorCode.COMPILE_FAILURE, message)
-
-
 def toolchain_identity(target: Target) -> str:
     """The compiler (and linker) path and version used for ``target``, and for the host the
     digest of offloadrt's host headers and wrapper generator: what the cache keys on."""
@@ -282,8 +278,11 @@ def _blank(text: str) -> str:
     return "".join("\n" if char == "\n" else " " for char in text)
 
 
-def _check_host_support(analysis: Analysis, source: str, dynamic: list[str]) -> None:
+def _check_host_support(analysis: Analysis, source: str, dynamic: list[str], file_name: str) -> None:
     """What the host cannot run is a compile error, never a wrong result."""
+    def _fail(message: str) -> OffloadError:
+        return OffloadError(ErrorCode.COMPILE_FAILURE, f"{file_name}: cannot build for the host device: {message}")
+
     unseen = [name for name in analysis.extern_locals if name not in dynamic]
     if unseen:
         raise _fail(f"dynamic work-group memory {', '.join(unseen)} is declared through a macro; on the host "
@@ -300,7 +299,7 @@ def _check_host_support(analysis: Analysis, source: str, dynamic: list[str]) -> 
                     "as __gpu_local in the source itself (docs/portable-kernels.md)")
     for kernel in analysis.info.kernels:
         if analysis.signatures.get(kernel.name) is None:
-            raise _fail(f"kernel {kernel.name!r}: cannot read its parameters for the host wrapper: "
+            raise _fail(f"kernel {kernel.name!r}: cannot read its parameters for the wrapper: "
                         f"{analysis.problems.get(kernel.name, 'unknown types')}")
 
 
@@ -364,7 +363,7 @@ def host_source(source: str, analysis: Analysis, language: str) -> str:
     """The whole translation unit the host build compiles (also for reading what offloadrt made)."""
     file_name = SOURCE_NAME[language]
     text, dynamic = rewrite_local_memory(source, file_name)
-    _check_host_support(analysis, source, dynamic)
+    _check_host_support(analysis, source, dynamic, file_name)
     # A C-linkage kernel's own symbol moves aside; its exported name is the host-ABI entry point.
     renames = [f"#pragma redefine_extname {kernel.name} __ol_kernel_{kernel.name}"
                for kernel in analysis.info.kernels if not kernel.cxx_linkage]
