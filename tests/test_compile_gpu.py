@@ -8,7 +8,6 @@ hiprtc module."""
 from __future__ import annotations
 
 import ctypes
-import importlib
 import inspect
 import struct
 from collections.abc import Iterator
@@ -38,6 +37,9 @@ __global__ void fill(Affine s, double *out, size_t n) {   // C++ linkage: a mang
 }
 template <typename T> __global__ void twice(T *p) { p[threadIdx.x] *= 2; }
 template __global__ void twice<float>(float *);
+template <typename T> __global__ void many(T *p) { p[threadIdx.x] += 1; }
+template __global__ void many<float>(float *);
+template __global__ void many<int>(int *);
 """
 
 
@@ -125,8 +127,13 @@ def test_nvrtc_compiles_cuda_to_ptx_the_plugin_loads_and_runs(cuda: offloadrt.De
     affine = fill.signature[0]
     assert [name for name, _ in affine._fields_] == ["shift", "scale"] and fill.signature[1:] == ("ptr", "uint64")
     assert program.kernel(program._compiled.symbols["fill"]).signature == fill.signature
-    twice = [name for name in program.kernel_names if name.startswith("_Z5twice")]
-    assert len(twice) == 1 and program.kernel(twice[0]).signature == ("ptr",)  # from the PTX alone
+    assert program.kernel("twice").signature == ("ptr",)  # the one instantiation of a template
+    many = [name for name in program.kernel_names if name.startswith("_Z4many")]  # two: by mangled name only
+    assert len(many) == 2 and "many" not in program.kernel_names
+    assert all(program.kernel(name).signature == ("ptr",) for name in many)  # from the PTX alone
+    with pytest.raises(OffloadError) as info:
+        program.kernel("many")
+    assert info.value.code == ErrorCode.NOT_FOUND and many[0] in info.value.details
 
 
 @needs_nvrtc
@@ -179,10 +186,13 @@ SAXPY_HIP = SAXPY_CUDA.replace("template <typename T> __global__ void twice(T *p
 
 
 def test_the_hiprtc_double_matches_hip_pythons_hiprtc() -> None:
+    from offloadrt.compile import _hiprtc
+
     try:
-        real = importlib.import_module("hip.hiprtc")
-    except ImportError:
+        real = _hiprtc.hiprtc_module()  # the function the hiprtc fixture replaces: here the real module
+    except OffloadError:
         pytest.skip("hip-python is not installed")
+    assert not getattr(real, "__standin__", False)
     for name in hiprtc_standin.FUNCTIONS:
         expected = list(inspect.signature(getattr(real, name)).parameters)
         assert list(inspect.signature(getattr(hiprtc_standin, name)).parameters) == expected, name

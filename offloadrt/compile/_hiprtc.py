@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError
 from . import _signature
+from ._nvrtc import unique_symbol
 from ._types import Compiled, Target
 
 INSTALL = "install ROCm's hiprtc (libhiprtc.so, e.g. the hip-runtime-amd package) and hip-python (offloadrt[amd])"
@@ -25,9 +26,16 @@ BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 
 
 def hiprtc_module() -> ModuleType:
-    """hip-python's ``hiprtc`` module (``HOST_TOOL_NOT_FOUND`` when hip-python is missing)."""
+    """hip-python's ``hiprtc`` module: ``rocm.bindings.hiprtc`` (hip-python 10), else ``hip.hiprtc``
+    (earlier releases); ``HOST_TOOL_NOT_FOUND`` when hip-python is missing."""
     try:
-        return importlib.import_module("hip.hiprtc")
+        return importlib.import_module("rocm.bindings.hiprtc")
+    except ImportError:
+        pass
+    try:
+        package = importlib.import_module("hip")
+        module = getattr(package, "hiprtc", None)
+        return module if isinstance(module, ModuleType) else importlib.import_module("hip.hiprtc")
     except ImportError as exc:
         raise OffloadError(ErrorCode.HOST_TOOL_NOT_FOUND,
                            f"HIP kernels from source need hiprtc through hip-python ({exc}): {INSTALL}") from None
@@ -137,9 +145,9 @@ def hip_kernels(source: str, symbols_found: list[str]) -> tuple[dict[str, tuple[
     symbols: dict[str, str] = {}
     claimed: set[str] = set()
     for decl in info.kernels:
-        symbol = _signature.symbol_for(decl.name, decl.cxx_linkage, symbols_found)
-        if symbols_found and symbol not in symbols_found:
-            continue
+        symbol = unique_symbol(decl.name, decl.cxx_linkage, symbols_found) if symbols_found else decl.name
+        if symbol is None or symbol in claimed:
+            continue  # not in the code object, or several (overloads, instantiations: use their symbols)
         claimed.add(symbol)
         if symbol != decl.name:
             symbols[decl.name] = symbol

@@ -124,9 +124,9 @@ def ptx_kernels(source: str, ptx: str) -> tuple[dict[str, tuple[Any, ...] | None
     symbols: dict[str, str] = {}
     claimed: set[str] = set()
     for decl in info.kernels:
-        symbol = _signature.symbol_for(decl.name, decl.cxx_linkage, list(entries))
-        if symbol not in entries:
-            continue  # not in the PTX (an uninstantiated template, a kernel compiled out)
+        symbol = unique_symbol(decl.name, decl.cxx_linkage, list(entries))
+        if symbol is None or symbol in claimed:
+            continue  # not in the PTX (uninstantiated, compiled out) or several (overloads, instantiations)
         claimed.add(symbol)
         if symbol != decl.name:
             symbols[decl.name] = symbol
@@ -135,6 +135,18 @@ def ptx_kernels(source: str, ptx: str) -> tuple[dict[str, tuple[Any, ...] | None
         if symbol not in claimed:
             kernels[symbol] = _ptx_only(params)
     return kernels, symbols
+
+
+def unique_symbol(name: str, cxx_linkage: bool, symbols: list[str]) -> str | None:
+    """The one symbol kernel ``name`` has among ``symbols`` (its mangled name for C++ linkage), or
+    None when it has none or several (overloads, template instantiations: use their symbols)."""
+    if name in symbols:
+        return name
+    if not cxx_linkage:
+        return None
+    prefix = f"_Z{len(name)}{name}"
+    found = [symbol for symbol in symbols if symbol.startswith(prefix)]
+    return found[0] if len(found) == 1 else None
 
 
 def _best_signature(decl: _signature.KernelDecl, info: _signature.SourceInfo,
