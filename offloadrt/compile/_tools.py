@@ -13,13 +13,28 @@ from ..errors import ErrorCode, OffloadError
 
 TIMEOUT = 600.0  # a compiler that runs longer than this is stuck
 _identities: dict[tuple[str, int, int], str] = {}
-_lock = threading.Lock()  # guards _identities
+_found: dict[tuple[str | None, str | None], list[str]] = {}  # ($CC, $PATH) -> the compiler command found
+_lock = threading.Lock()  # guards _identities and _found
 
 
 def find_c_compiler() -> list[str]:
     """The host C compiler's command: ``$CC`` (split as a shell would: ``ccache gcc``), else the
-    first of ``cc``, ``gcc``, ``clang`` on ``PATH``. ``HOST_TOOL_NOT_FOUND`` says what to install."""
-    chosen = os.environ.get("CC")
+    first of ``cc``, ``gcc``, ``clang`` on ``PATH``. ``HOST_TOOL_NOT_FOUND`` says what to install.
+
+    The search is remembered per ``$CC`` and ``$PATH`` while the compiler found is still there (a
+    cached compile then costs no ``PATH`` scan)."""
+    chosen, path = os.environ.get("CC"), os.environ.get("PATH")
+    with _lock:
+        known = _found.get((chosen, path))
+    if known is not None and os.access(known[0], os.X_OK):
+        return list(known)
+    command = _search(chosen)
+    with _lock:
+        _found[(chosen, path)] = command
+    return list(command)
+
+
+def _search(chosen: str | None) -> list[str]:
     if chosen is not None and chosen.strip():
         try:
             words = shlex.split(chosen)
