@@ -34,18 +34,20 @@ Controls:
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import sys
 import types
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
+from standin_common import calls as _calls
+from standin_common import engine as _engine
+from standin_common.controls import KernelBody, KernelFault
 
-from . import _engine, driver
-from ._engine import STICKY, DeviceSpec, KernelFault, calls, diagnostics
+from . import _runtime, driver
+from ._devices import DeviceSpec
+from ._runtime import STICKY, calls, diagnostics
 
 __all__ = ["STICKY", "DeviceSpec", "KernelFault", "calls", "diagnostics", "driver", "inject", "install", "poison",
            "read", "register_kernel", "reset", "set_binary_symbols", "shutdown", "state", "write"]
@@ -62,18 +64,14 @@ def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 1204
     """
     shutdown()
     specs = [DeviceSpec() for _ in range(devices)] if isinstance(devices, int) else list(devices)
-    with _engine.control_lock:
-        _engine.injections.clear()
-        _engine.kernels.clear()
-    calls.clear()
-    diagnostics.clear()
-    _engine.STATE = _engine.State(specs, driver_version, None if init_error is None else int(init_error),
-                                  library_missing)
+    _runtime.FRONT.clear()
+    _runtime.STATE = _runtime.CudaState(specs, driver_version, None if init_error is None else int(init_error),
+                                        library_missing)
 
 
 def shutdown() -> None:
     """Stop every stream thread of the current driver and free its memory."""
-    _engine.shut_down(_engine.STATE)
+    _engine.shut_down(_runtime.STATE)
 
 
 def install(monkeypatch: pytest.MonkeyPatch, **reset_args: Any) -> types.ModuleType:
@@ -103,11 +101,10 @@ def inject(function_name: str, code: Any, times: int | None = 1, skip: int = 0) 
     apply in the order they were made."""
     if not hasattr(driver, function_name) or not function_name.startswith("cu"):
         raise ValueError(f"cuda_standin has no driver function {function_name!r}")
-    with _engine.control_lock:
-        _engine.injections.setdefault(function_name, deque()).append(_engine.Injection(int(code), times, skip))
+    _runtime.CONTROLS.inject(function_name, int(code), times, skip)
 
 
-def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[int, int, int], int, int], object],
+def register_kernel(name: str, fn: KernelBody,
                     *, param_sizes: Iterable[int | tuple[int, int]] | None = None,
                     max_threads: int | None = None) -> None:
     """Run ``fn(params, grid, block, shared_mem, device)`` on the stream's thread whenever a kernel
@@ -115,10 +112,7 @@ def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[
     ``device`` the ordinal. ``fn`` may raise :class:`KernelFault`. ``param_sizes`` ((size,
     alignment) or size per parameter) lets launches through ``kernelParams`` pack arguments when
     the image does not describe them (cubin, fatbin); ``max_threads`` is the kernel's limit."""
-    layout = None if param_sizes is None else [p if isinstance(p, tuple) else (p, min(p, 8) or 1)
-                                                for p in param_sizes]
-    with _engine.control_lock:
-        _engine.kernels[name] = _engine.KernelImpl(fn, layout, max_threads)
+    _runtime.CONTROLS.register_kernel(name, fn, param_sizes, max_threads)
 
 
 def set_binary_symbols(kernels: Iterable[str] = (), globals: dict[str, int] | None = None) -> None:  # noqa: A002
@@ -126,7 +120,7 @@ def set_binary_symbols(kernels: Iterable[str] = (), globals: dict[str, int] | No
     (in addition to what a cubin's own symbol table lists)."""
     from ._images import KernelInfo
 
-    st = _engine.STATE
+    st = _runtime.STATE
     st.binary_kernels = {name: KernelInfo(name) for name in kernels}
     st.binary_globals = dict(globals or {})
 
@@ -134,22 +128,19 @@ def set_binary_symbols(kernels: Iterable[str] = (), globals: dict[str, int] | No
 def poison(device: int = 0, code: Any = 700) -> None:
     """Put device ``device``'s context in the sticky error state ``code`` (default ILLEGAL_ADDRESS),
     as if a kernel had just faulted."""
-    st = _engine.STATE
-    with st.cv:
-        st.devices[device].context.sticky = int(code)
-        st.cv.notify_all()
+    _calls.poison(_runtime.STATE, device, int(code))
 
 
-def state() -> _engine.State:
+def state() -> _runtime.CudaState:
     """The running simulated driver (devices, contexts, streams, allocations), for white-box checks."""
-    return _engine.STATE
+    return _runtime.STATE
 
 
 def read(address: int, size: int) -> bytes:
     """``size`` bytes at a (device) address; a registration's device address reads its host memory."""
-    return ctypes.string_at(_engine.STATE.host_address(int(address)), size)
+    return _calls.read(_runtime.STATE, address, size)
 
 
 def write(address: int, data: bytes) -> None:
     """Store ``data`` at a (device) address; a registration's device address writes its host memory."""
-    ctypes.memmove(_engine.STATE.host_address(int(address)), data, len(data))
+    _calls.write(_runtime.STATE, address, data)

@@ -2,7 +2,7 @@
 
 The module :mod:`hip_standin.hip` has hip-python 10's function names, parameters (converted as
 hip-python converts them) and ``(hipError_t, *outputs)`` results, and simulates the HIP runtime's
-documented behaviour on the host with tests/cuda_standin's engine (stream order, hipErrorNotReady
+documented behaviour on the host with tests/standin_common's engine (stream order, hipErrorNotReady
 while work is pending, host functions on a stream thread, events with timestamps, sticky faults
 that poison a device), so the AMDGPU plugin's logic can be tested on any Linux machine. Memory is
 real host memory: device pointers can be read through ctypes. Host memory registered with
@@ -38,18 +38,18 @@ Controls:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import io
 import sys
 import types
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import Enum
 from typing import Any
 
 import pytest
-from cuda_standin._engine import Injection, KernelFault, KernelImpl, State, shut_down
+from standin_common import calls as _calls
+from standin_common.controls import KernelBody, KernelFault
+from standin_common.engine import State, shut_down
 
 from . import _runtime, hip, images
 from ._devices import DeviceSpec
@@ -75,9 +75,7 @@ def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 6034
     shutdown()
     specs = [DeviceSpec() for _ in range(devices)] if isinstance(devices, int) else list(devices)
     code = None if init_error is None else int(hipError_t(int(init_error)))
-    _runtime.CONTROLS.clear()
-    calls.clear()
-    diagnostics.clear()
+    _runtime.FRONT.clear()
     _runtime.STATE = _runtime.new_state(specs, driver_version, code, library_missing)
 
 
@@ -114,12 +112,10 @@ def inject(function_name: str, code: Any, times: int | None = 1, skip: int = 0) 
     if not getattr(getattr(hip, function_name, None), "__hip_standin__", False):
         raise ValueError(f"hip_standin has no function {function_name!r}")
     value = int(hipError_t(int(code)))  # hip-python could not return a code outside hipError_t
-    controls = _runtime.CONTROLS
-    with controls.lock:
-        controls.injections.setdefault(function_name, deque()).append(Injection(value, times, skip))
+    _runtime.CONTROLS.inject(function_name, value, times, skip)
 
 
-def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[int, int, int], int, int], object],
+def register_kernel(name: str, fn: KernelBody,
                     *, param_sizes: Iterable[int | tuple[int, int]] | None = None,
                     max_threads: int | None = None) -> None:
     """Run ``fn(params, grid, block, shared_mem, device)`` on the stream's thread whenever a kernel
@@ -128,20 +124,13 @@ def register_kernel(name: str, fn: Callable[[bytes, tuple[int, int, int], tuple[
     alignment) or size per parameter) lets launches through ``kernelParams`` pack arguments (code
     objects here carry no argument metadata); ``max_threads`` is the kernel's launch bound
     (default: the device's maxThreadsPerBlock). Modules loaded afterwards pick these up."""
-    layout = None if param_sizes is None else [p if isinstance(p, tuple) else (p, min(p, 8) or 1)
-                                                for p in param_sizes]
-    controls = _runtime.CONTROLS
-    with controls.lock:
-        controls.kernels[name] = KernelImpl(fn, layout, max_threads)
+    _runtime.CONTROLS.register_kernel(name, fn, param_sizes, max_threads)
 
 
 def poison(device: int = 0, code: Any = 700) -> None:
     """Put device ``device`` in the sticky error state ``code`` (default hipErrorIllegalAddress),
     as if a kernel had just faulted there."""
-    st = _runtime.STATE
-    with st.cv:
-        st.devices[device].context.sticky = int(hipError_t(int(code)))
-        st.cv.notify_all()
+    _calls.poison(_runtime.STATE, device, int(hipError_t(int(code))))
 
 
 def state() -> State:
@@ -151,12 +140,12 @@ def state() -> State:
 
 def read(address: int, size: int) -> bytes:
     """``size`` bytes at a (device) address; a registration's device address reads its host memory."""
-    return ctypes.string_at(_runtime.STATE.host_address(int(address)), size)
+    return _calls.read(_runtime.STATE, address, size)
 
 
 def write(address: int, data: bytes) -> None:
     """Store ``data`` at a (device) address; a registration's device address writes its host memory."""
-    ctypes.memmove(_runtime.STATE.host_address(int(address)), data, len(data))
+    _calls.write(_runtime.STATE, address, data)
 
 
 # ---- the real hip-python ---------------------------------------------------------------------------

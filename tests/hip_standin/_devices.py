@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_standin._engine import SimulatedDevice
+from standin_common.engine import SimulatedDevice
 
 from ._code_objects import parse_target_id
 from ._types import hipDeviceAttribute_t, hipDeviceProp_t, hipUUID_t

@@ -23,8 +23,9 @@ from __future__ import annotations
 import ctypes
 import math
 
-from cuda_standin import _engine as e
-from cuda_standin import _modules as m
+from standin_common import engine as e
+from standin_common import modules as m
+from standin_common.controls import fail
 
 from . import _code_objects as images
 from . import _runtime as r
@@ -56,40 +57,21 @@ def hipModuleLoadData(image: Ptr) -> tuple[int]:
     st = r.STATE
     ctx = r.current(st)
     if not image:
-        raise e.fail(1, "hipModuleLoadData: a null image")
+        raise fail(1, "hipModuleLoadData: a null image")
     device = ctx.device
     try:
         code_object = images.select(_image_bytes(image), device.processor, device.features)
     except images.ImageError as err:
-        raise e.fail(err.code, f"hipModuleLoadData: {err.why}") from None
-    module = m.Module(e.new_handle(), ctx)
-    try:
-        for name, (size, initial) in code_object.globals.items():
-            alloc = st.allocate(device, size, "global")
-            ctypes.memmove(alloc.ptr, initial, min(len(initial), size))
-            module.globals[name] = alloc
-    except e.DriverError:
-        with st.lock:
-            for alloc in module.globals.values():
-                st.release_locked(alloc)
-        raise
-    with r.CONTROLS.lock:
-        registered = dict(r.CONTROLS.kernels)
-    shared = device.attr("MaxSharedMemoryPerBlock")
-    with st.lock:
-        for name in code_object.kernels:
-            impl = registered.get(name)
-            limit = (impl.max_threads if impl else None) or device.attr("MaxThreadsPerBlock")
-            function = m.Function(e.new_handle(), module, name, impl.params if impl else None, limit, shared)
-            module.functions[name] = function
-            st.functions[function.handle] = function
-        st.modules[module.handle] = module
+        raise fail(err.code, f"hipModuleLoadData: {err.why}") from None
+    kernels = [m.KernelEntry(name) for name in code_object.kernels]
+    module = m.load(st, ctx, code_object.globals, kernels, r.CONTROLS, device.attr("MaxThreadsPerBlock"),
+                    device.attr("MaxSharedMemoryPerBlock"))
     return (module.handle,)
 
 
 def _module(st: e.State, handle: int) -> m.Module:
     if handle == 0:
-        raise e.fail(400, "a null module")
+        raise fail(400, "a null module")
     module: m.Module = r.lookup(st.modules, handle, "module")
     r.usable(module.ctx)
     return module
@@ -100,19 +82,15 @@ def hipModuleUnload(module: Ptr) -> tuple[()]:
     st = r.STATE
     found = _module(st, module)
     with st.lock:
-        if st.modules.pop(found.handle, None) is None:
-            raise e.fail(400, f"module {module:#x} was unloaded meanwhile")
-        found.unloaded = True
-        for function in found.functions.values():
-            st.functions.pop(function.handle, None)
-        for alloc in found.globals.values():
-            st.release_locked(alloc)
+        if found.handle not in st.modules:
+            raise fail(400, f"module {module:#x} was unloaded meanwhile")
+        m.unload_locked(st, found)
     return ()
 
 
 def _symbol_name(name: bytes | None) -> str:
     if not name:
-        raise e.fail(1, "a null or empty symbol name")
+        raise fail(1, "a null or empty symbol name")
     return name.decode(errors="replace")
 
 
@@ -122,7 +100,7 @@ def hipModuleGetFunction(module: Ptr, kname: CString) -> tuple[int]:
     found = _module(r.STATE, module)
     function = found.functions.get(text)
     if function is None:
-        raise e.fail(500, f"no kernel {text!r} in the module (kernels: {sorted(found.functions)})")
+        raise fail(500, f"no kernel {text!r} in the module (kernels: {sorted(found.functions)})")
     return (function.handle,)
 
 
@@ -132,13 +110,13 @@ def hipModuleGetGlobal(hmod: Ptr, name: CString) -> tuple[int, int]:
     found = _module(r.STATE, hmod)
     alloc = found.globals.get(text)
     if alloc is None:
-        raise e.fail(500, f"no global {text!r} in the module (globals: {sorted(found.globals)})")
+        raise fail(500, f"no global {text!r} in the module (globals: {sorted(found.globals)})")
     return (alloc.ptr, alloc.size)
 
 
 def _function(handle: int) -> m.Function:
     if handle == 0:
-        raise e.fail(400, "a null function")
+        raise fail(400, "a null function")
     function: m.Function = r.lookup(r.STATE.functions, handle, "function")
     r.usable(function.module.ctx)
     return function
@@ -152,7 +130,7 @@ def hipFuncGetAttribute(attrib: FunctionAttributeArg, hfunc: Ptr) -> tuple[int]:
               6: device.major * 10 + device.minor, 7: 0, 8: function.max_dynamic_shared, 9: 0}
     value = values.get(int(attrib))
     if value is None:
-        raise e.fail(1, f"hipFuncGetAttribute: {attrib!r} is not supported")
+        raise fail(1, f"hipFuncGetAttribute: {attrib!r} is not supported")
     return (value,)
 
 
@@ -161,21 +139,17 @@ def hipModuleOccupancyMaxPotentialBlockSize(f: Ptr, dynSharedMemPerBlk: SizeT, b
     function = _function(f)
     device = function.module.ctx.device
     if dynSharedMemPerBlk > function.max_dynamic_shared:
-        raise e.fail(1, f"{dynSharedMemPerBlk} B of dynamic shared memory > {function.max_dynamic_shared} B")
-    block = min(function.max_threads, blockSizeLimit if blockSizeLimit > 0 else function.max_threads)
-    warp = device.attr("WarpSize")
-    block = block - block % warp if block >= warp else block
-    per_cu = device.attr("MaxThreadsPerMultiProcessor") // block
-    if dynSharedMemPerBlk:
-        per_cu = min(per_cu, device.attr("MaxSharedMemoryPerMultiprocessor") // dynSharedMemPerBlk)
-    return (max(1, per_cu) * device.attr("MultiprocessorCount"), block)
+        raise fail(1, f"{dynSharedMemPerBlk} B of dynamic shared memory > {function.max_dynamic_shared} B")
+    return m.occupancy(function, dynSharedMemPerBlk, blockSizeLimit, device.attr("WarpSize"),
+                       device.attr("MaxThreadsPerMultiProcessor"), None,
+                       device.attr("MaxSharedMemoryPerMultiprocessor"), device.attr("MultiprocessorCount"))
 
 
 def _arguments(function: m.Function, kernelParams: list[int] | int | None,
                extra: int | PackedArgs | None) -> bytes:
     """The argument blob, copied at launch time as HIP does."""
     if kernelParams is not None and extra is not None:
-        raise e.fail(1, "hipModuleLaunchKernel: kernelParams and extra are both given")
+        raise fail(1, "hipModuleLaunchKernel: kernelParams and extra are both given")
     if isinstance(extra, PackedArgs):
         return bytes(extra)
     if extra is not None:
@@ -196,39 +170,27 @@ def hipModuleLaunchKernel(f: Ptr, gridDimX: CUInt, gridDimY: CUInt, gridDimZ: CU
     queue, ctx = r.stream(st, stream)
     device = ctx.device
     if device.ordinal != r.current_ordinal(st):
-        raise e.fail(400, f"hipModuleLaunchKernel: the stream is device {device.ordinal}'s, the current device "
+        raise fail(400, f"hipModuleLaunchKernel: the stream is device {device.ordinal}'s, the current device "
                           f"is {r.current_ordinal(st)} (HIP launches only on the current device)")
     grid, block = (gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ)
-    grid_limits = [device.attr(f"MaxGridDim{axis}") for axis in "XYZ"]
-    block_limits = [device.attr(f"MaxBlockDim{axis}") for axis in "XYZ"]
     threads = math.prod(block)
-    if (not all(1 <= g <= limit for g, limit in zip(grid, grid_limits))
-            or not all(1 <= b <= limit for b, limit in zip(block, block_limits))
-            or threads > device.attr("MaxThreadsPerBlock")):
-        raise e.fail(1, f"hipModuleLaunchKernel: grid {grid} / block {block} outside the device's limits")
+    if not m.within_limits(grid, block, [device.attr(f"MaxGridDim{axis}") for axis in "XYZ"],
+                           [device.attr(f"MaxBlockDim{axis}") for axis in "XYZ"], device.attr("MaxThreadsPerBlock")):
+        raise fail(1, f"hipModuleLaunchKernel: grid {grid} / block {block} outside the device's limits")
     if sharedMemBytes > device.attr("MaxSharedMemoryPerBlock"):
-        raise e.fail(1, f"hipModuleLaunchKernel: {sharedMemBytes} B of dynamic shared memory > the device's "
+        raise fail(1, f"hipModuleLaunchKernel: {sharedMemBytes} B of dynamic shared memory > the device's "
                         f"{device.attr('MaxSharedMemoryPerBlock')} B per block")
     if any(g * b >= 1 << 32 for g, b in zip(grid, block)):
-        raise e.fail(9, f"hipModuleLaunchKernel: grid {grid} x block {block} has 2**32 or more work-items on an axis")
+        raise fail(9, f"hipModuleLaunchKernel: grid {grid} x block {block} has 2**32 or more work-items on an axis")
     function = _function(f)
     if function.module.ctx is not ctx:
-        raise e.fail(101, f"hipModuleLaunchKernel: {function.name!r} was loaded on device "
+        raise fail(101, f"hipModuleLaunchKernel: {function.name!r} was loaded on device "
                           f"{function.module.ctx.device.ordinal}, the stream is device {device.ordinal}'s")
     if threads > function.max_threads:
-        raise e.fail(719, f"Launch params {block} are larger than launch bounds ({function.max_threads}) for "
+        raise fail(719, f"Launch params {block} are larger than launch bounds ({function.max_threads}) for "
                           f"kernel {function.name}")
-    with r.CONTROLS.lock:
-        impl = r.CONTROLS.kernels.get(function.name)
-    if function.params is None and impl is not None:
-        function.params = impl.params
+    impl = r.CONTROLS.kernel(function.name)
+    m.params_layout(function, impl)
     params = _arguments(function, kernelParams, extra)  # type: ignore[arg-type]
-    ordinal = device.ordinal
-
-    def run() -> None:
-        if impl is not None:
-            impl.fn(params, grid, block, sharedMemBytes, ordinal)
-
-    st.enqueue(queue, ctx, e.Op("kernel", run))
+    m.launch(st, queue, ctx, impl, params, grid, block, sharedMemBytes)
     return ()
-

@@ -11,9 +11,9 @@ memory of a device poisoned by a sticky fault is refused with that fault.
 
 from __future__ import annotations
 
-import ctypes
-
-from cuda_standin import _engine as e
+from standin_common import engine as e
+from standin_common import operations as ops
+from standin_common.controls import fail
 
 from . import _runtime as r
 from ._convert import CInt, CUChar, CUInt, CUShort, Ptr, SizeT
@@ -27,7 +27,7 @@ def _touch(st: e.State, address: int, size: int, what: str) -> int:
     with st.lock:
         found = st.resolve_locked(address, size)
     if found is None:
-        raise e.fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation or registered host memory")
+        raise fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation or registered host memory")
     host, device = found
     if device is not None:
         r.usable(device.context)
@@ -38,15 +38,10 @@ def _copy(dst: int, src: int, size: int, stream: int, check_dst: bool, check_src
     st = r.STATE
     queue, ctx = r.stream(st, stream)
     if size and not (dst and src):
-        raise e.fail(1, "a copy to or from a null pointer")
+        raise fail(1, "a copy to or from a null pointer")
     to = _touch(st, dst, size, "destination") if check_dst else dst
     frm = _touch(st, src, size, "source") if check_src else src
-
-    def run() -> None:
-        if size:
-            ctypes.memmove(to, frm, size)
-
-    st.enqueue(queue, ctx, e.Op("copy", run, keep=(dst, src)))  # the ints keep a caller's buffers alive
+    ops.copy(st, queue, ctx, to, frm, size, keep=(dst, src))  # the ints keep a caller's buffers alive
     return ()
 
 
@@ -79,26 +74,12 @@ def _fill(width: int, dst: int, value: int, count: int, stream: int, pitch: int 
     queue, ctx = r.stream(st, stream)
     row = count * width
     if height > 1 and pitch < row:
-        raise e.fail(1, f"2D fill: pitch {pitch} is smaller than a row of {row} bytes")
-    extent = pitch * (height - 1) + row if count and height else 0
+        raise fail(1, f"2D fill: pitch {pitch} is smaller than a row of {row} bytes")
+    extent = ops.fill_extent(width, count, pitch, height)
     if extent and not dst:
-        raise e.fail(1, "a fill of a null pointer")
+        raise fail(1, "a fill of a null pointer")
     target = _touch(st, dst, extent, "fill destination")
-    pattern = (value & ((1 << 8 * width) - 1)).to_bytes(width, "little") * count
-
-    def run() -> None:
-        if not extent:
-            return
-        if height == 1:
-            ctypes.memmove(target, pattern, row)
-            return
-        import numpy as np  # a strided fill of many rows, without a Python loop
-
-        base = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(target)), dtype=np.uint8)
-        rows = np.lib.stride_tricks.as_strided(base, shape=(height, row), strides=(pitch, 1))
-        rows[:] = np.frombuffer(pattern, dtype=np.uint8)
-
-    st.enqueue(queue, ctx, e.Op("memset", run))
+    ops.fill(st, queue, ctx, target, width, value, count, pitch, height)
     return ()
 
 

@@ -1,7 +1,7 @@
 """The HIP runtime behind the stand-in: its state, the call wrapper and lookups shared by the calls.
 
 TEST DOUBLE, not AMD code. The simulation itself (memory, streams with worker threads, events,
-sticky faults) is tests/cuda_standin's engine, given HIP's devices, its sticky codes and its own
+sticky faults) is tests/standin_common's engine, given HIP's devices, its sticky codes and its own
 diagnostics; this module adds what HIP does differently: a current *device* per thread (not a
 context; a new thread starts at device 0), every device's context always active, the runtime
 initialised implicitly by the first call, and hip-python's argument conversion and results.
@@ -15,7 +15,9 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from cuda_standin import _engine as e
+from standin_common import engine as e
+from standin_common.calls import Frontend
+from standin_common.controls import DriverError, fail
 
 from ._convert import CONVERTERS, ENUM_PARAMETERS, enum_member
 from ._devices import DeviceSpec, HipDevice
@@ -29,10 +31,18 @@ LIBRARY_MISSING = ("failed to dlopen 'b'libamdhip64.so'': b'libamdhip64.so: cann
 # hip-python's hipGetErrorName/String swallow the dlopen error ("Exception ignored") and return NULL.
 QUIET_WHEN_MISSING = frozenset({"hipGetErrorName", "hipGetErrorString"})
 
+NOT_SUPPORTED = 801  # what a call from a host function returns (HIP: "must not make any HIP API calls")
+
+
+def status(code: int) -> Any:
+    return hipError_t(code)
+
+
 # Shared by every State of this stand-in; cleared in place by reset().
-calls: list[tuple[str, tuple[Any, ...]]] = []  # every call: (function name, arguments as given)
-diagnostics: list[str] = []  # why the stand-in failed a call, when the code alone would not say
-CONTROLS = e.Controls()  # injected failures and registered kernel bodies
+FRONT = Frontend(NOT_SUPPORTED, status)
+calls = FRONT.calls  # every call: (function name, arguments as given)
+diagnostics = FRONT.diagnostics  # why the stand-in failed a call, when the code alone would not say
+CONTROLS = FRONT.controls  # injected failures and registered kernel bodies
 
 
 def new_state(devices: list[DeviceSpec], driver_version: int, init_error: int | None,
@@ -45,10 +55,6 @@ def new_state(devices: list[DeviceSpec], driver_version: int, init_error: int | 
 
 
 STATE = new_state([DeviceSpec(), DeviceSpec()], 60342134, None, False)
-
-
-def status(code: int) -> Any:
-    return hipError_t(code)
 
 
 def api(*failed: Any, needs_init: bool = True) -> Callable[[Callable[..., tuple[Any, ...]]], Any]:
@@ -81,20 +87,7 @@ def api(*failed: Any, needs_init: bool = True) -> Callable[[Callable[..., tuple[
                 if name in QUIET_WHEN_MISSING:
                     return (status(0), None)
                 raise RuntimeError(LIBRARY_MISSING)
-            code = CONTROLS.take_injection(name)
-            if code is None and needs_init and getattr(e.in_host_function, "active", False):
-                code = 801  # HIP documents that host functions must not call HIP; the stand-in refuses
-                diagnostics.append(f"{name} called from a host function")
-            if code is None:
-                try:
-                    if needs_init:
-                        initialize(st)
-                    return (status(0), *fn(*converted))
-                except e.DriverError as failure:
-                    code = failure.code
-                    if failure.why:
-                        diagnostics.append(failure.why)
-            return (status(code), *failed)
+            return FRONT.invoke(st, name, fn, converted, needs_init, initialize, failed)
 
         # hip-python's functions carry no annotations: neither does the stand-in's signature.
         bare = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
@@ -111,9 +104,9 @@ def api(*failed: Any, needs_init: bool = True) -> Callable[[Callable[..., tuple[
 def initialize(st: e.State) -> None:
     """HIP initialises itself on the first call: it fails with the init error, or without devices."""
     if st.init_error is not None:
-        raise e.DriverError(st.init_error)
+        raise DriverError(st.init_error)
     if not st.devices:
-        raise e.DriverError(100)  # hipErrorNoDevice
+        raise DriverError(100)  # hipErrorNoDevice
     st.initialized = True
 
 
@@ -123,7 +116,7 @@ def current_ordinal(st: e.State) -> int:
 
 def device(st: e.State, ordinal: int) -> HipDevice:
     if not 0 <= ordinal < len(st.devices):
-        raise e.fail(101, f"no device {ordinal} (there are {len(st.devices)})")  # hipErrorInvalidDevice
+        raise fail(101, f"no device {ordinal} (there are {len(st.devices)})")  # hipErrorInvalidDevice
     found: HipDevice = st.devices[ordinal]
     return found
 
@@ -131,7 +124,7 @@ def device(st: e.State, ordinal: int) -> HipDevice:
 def usable(ctx: e.Context) -> e.Context:
     """``ctx``, unless a sticky fault poisoned its device."""
     if ctx.sticky is not None:
-        raise e.DriverError(ctx.sticky)
+        raise DriverError(ctx.sticky)
     return ctx
 
 
@@ -147,7 +140,7 @@ def stream(st: e.State, handle: int) -> tuple[e.Stream | None, e.Context]:
     with st.lock:
         found = st.streams.get(handle)
     if found is None:  # HIP's check of a stream handle answers hipErrorContextIsDestroyed
-        raise e.fail(709, f"unknown or destroyed stream {handle:#x}")
+        raise fail(709, f"unknown or destroyed stream {handle:#x}")
     return found, usable(found.ctx)
 
 
@@ -155,7 +148,7 @@ def lookup(table: dict[int, Any], handle: int, what: str) -> Any:
     with STATE.lock:
         found = table.get(handle)
     if found is None:
-        raise e.fail(400, f"unknown or destroyed {what} {handle:#x}")  # hipErrorInvalidHandle
+        raise fail(400, f"unknown or destroyed {what} {handle:#x}")  # hipErrorInvalidHandle
     return found
 
 
@@ -166,4 +159,4 @@ def check_range(st: e.State, address: int, size: int, what: str) -> None:
     with st.lock:
         found = st.find_locked(address, size)
     if found is None:
-        raise e.fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation")
+        raise fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation")

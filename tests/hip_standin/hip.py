@@ -37,7 +37,7 @@ Deliberate simplifications and choices (pinned in tests/test_hip_standin.py):
   hipErrorHostMemoryNotRegistered); ``hipHostGetDevicePointer`` gives the device address of any
   byte of a registration or of a ``hipHostMalloc`` allocation, hipErrorInvalidValue otherwise.
   The device address is the host address unless a device reports
-  hipDeviceAttributeCanUseHostPointerForRegisteredMem 0 (see cuda_standin's engine).
+  hipDeviceAttributeCanUseHostPointerForRegisteredMem 0 (see standin_common.memory).
 """
 # ruff: noqa: N803  # parameter names follow hip-python (deviceId, sizeBytes, ...)
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_standin import _engine as e
+from standin_common.controls import DriverError, fail
 
 from . import _runtime as r
 from ._convert import CInt, CUInt, DeviceAttributeArg, ErrorArg, Ptr, SizeT
@@ -132,7 +132,7 @@ __standin__ = True  # lets tests tell this module from the real one
 @r.api(needs_init=False)
 def hipInit(flags: CUInt) -> tuple[()]:
     if flags != 0:
-        raise e.fail(1, "hipInit: flags must be 0")
+        raise fail(1, "hipInit: flags must be 0")
     r.initialize(r.STATE)
     return ()
 
@@ -175,7 +175,7 @@ def hipSetDevice(deviceId: CInt) -> tuple[()]:
 def hipSetDeviceFlags(flags: CUInt) -> tuple[()]:
     """Scheduling flags of the current device (recorded; the simulation always blocks)."""
     if flags & ~0x1F:  # hipDeviceSchedule* (0..4) | hipDeviceMapHost (8) | hipDeviceLmemResizeToMax (16)
-        raise e.fail(1, "hipSetDeviceFlags: unknown flags")
+        raise fail(1, "hipSetDeviceFlags: unknown flags")
     st = r.STATE
     r.device(st, r.current_ordinal(st)).schedule_flags = int(flags)
     return ()
@@ -191,7 +191,7 @@ def hipDeviceGetAttribute(attr: DeviceAttributeArg, deviceId: CInt) -> tuple[int
     device = r.device(r.STATE, deviceId)
     value = device.attributes.get(int(attr))
     if value is None:
-        raise e.fail(1, f"hip_standin does not simulate {attr!r} (add it to tests/hip_standin/_devices.py)")
+        raise fail(1, f"hip_standin does not simulate {attr!r} (add it to tests/hip_standin/_devices.py)")
     return (value,)
 
 
@@ -225,15 +225,15 @@ def hipDeviceEnablePeerAccess(peerDeviceId: CInt, flags: CUInt) -> tuple[()]:
     st = r.STATE
     ctx = r.current(st)
     if flags != 0:
-        raise e.fail(1, "hipDeviceEnablePeerAccess: flags must be 0")
+        raise fail(1, "hipDeviceEnablePeerAccess: flags must be 0")
     peer = r.device(st, peerDeviceId)
     if peer is ctx.device:
-        raise e.fail(101, "hipDeviceEnablePeerAccess: a device is not its own peer")
+        raise fail(101, "hipDeviceEnablePeerAccess: a device is not its own peer")
     if not ctx.device.can_access(peer):
-        raise e.fail(217, f"device {ctx.device.ordinal} cannot access device {peer.ordinal}")
+        raise fail(217, f"device {ctx.device.ordinal} cannot access device {peer.ordinal}")
     with st.lock:
         if peer.ordinal in ctx.peers:  # the engine's peer set holds device ordinals here
-            raise e.DriverError(704)
+            raise DriverError(704)
         ctx.peers.add(peer.ordinal)
     return ()
 
@@ -257,14 +257,14 @@ def hipMalloc(size: SizeT) -> tuple[int | None]:
 def hipHostMalloc(size: SizeT, flags: CUInt) -> tuple[int | None]:
     coherence = flags & 0xC0000000
     if flags & ~0xE0000007 or coherence == 0xC0000000:  # unknown bits, or coherent and non-coherent
-        raise e.fail(1, f"hipHostMalloc: invalid flags {flags:#x}")
+        raise fail(1, f"hipHostMalloc: invalid flags {flags:#x}")
     return (_allocate(size, "host"),)
 
 
 @r.api(None)
 def hipMallocManaged(size: SizeT, flags: CUInt) -> tuple[int | None]:
     if flags not in (hipMemAttachGlobal, hipMemAttachHost):
-        raise e.fail(1, f"hipMallocManaged: flags must be hipMemAttachGlobal or hipMemAttachHost, not {flags:#x}")
+        raise fail(1, f"hipMallocManaged: flags must be hipMemAttachGlobal or hipMemAttachHost, not {flags:#x}")
     return (_allocate(size, "managed"),)
 
 
@@ -275,13 +275,13 @@ def _free(address: int, kinds: tuple[str, ...], call: str) -> tuple[()]:
     with st.lock:
         alloc = st.allocations.get(address)
     if alloc is None or alloc.kind not in kinds:
-        raise e.fail(1, f"{call}: {address:#x} is not the start of a live {'/'.join(kinds)} allocation")
+        raise fail(1, f"{call}: {address:#x} is not the start of a live {'/'.join(kinds)} allocation")
     ctx = alloc.device.context
     with st.cv:  # the implicit hipDeviceSynchronize
         st.cv.wait_for(lambda: st.idle_locked(st.streams_of_locked(ctx)) or ctx.sticky is not None)
         r.usable(ctx)
         if st.allocations.get(address) is not alloc:
-            raise e.fail(1, f"{call}: {address:#x} was freed meanwhile")
+            raise fail(1, f"{call}: {address:#x} was freed meanwhile")
         st.release_locked(alloc)
     return ()
 
@@ -291,7 +291,7 @@ def hipHostRegister(hostPtr: Ptr, sizeBytes: SizeT, flags: CUInt) -> tuple[()]:
     st = r.STATE
     ctx = r.current(st)
     if not hostPtr or not sizeBytes or flags & ~0xF:
-        raise e.fail(1, f"hipHostRegister({hostPtr:#x}, {sizeBytes}, {flags:#x}): a null pointer, no bytes or "
+        raise fail(1, f"hipHostRegister({hostPtr:#x}, {sizeBytes}, {flags:#x}): a null pointer, no bytes or "
                         f"unknown flags")
     st.register_host(hostPtr, sizeBytes, flags, ctx)
     return ()
@@ -303,7 +303,7 @@ def hipHostUnregister(hostPtr: Ptr) -> tuple[()]:
     r.current(st)
     with st.lock:
         if st.unregister_host_locked(hostPtr) is None:
-            raise e.fail(713, f"hipHostUnregister: {hostPtr:#x} is not the base of registered host memory")
+            raise fail(713, f"hipHostUnregister: {hostPtr:#x} is not the base of registered host memory")
     return ()
 
 
@@ -312,14 +312,14 @@ def hipHostGetDevicePointer(hstPtr: Ptr, flags: CUInt) -> tuple[int]:
     st = r.STATE
     r.current(st)
     if flags != 0:
-        raise e.fail(1, "hipHostGetDevicePointer: flags must be 0")
+        raise fail(1, "hipHostGetDevicePointer: flags must be 0")
     with st.lock:
         registration = st.registration_locked(hstPtr)
         if registration is None:
             alloc = st.find_locked(hstPtr, 1)
             if alloc is not None and alloc.kind == "host":
                 return (hstPtr,)
-            raise e.fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
+            raise fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
     return (registration.device_ptr + (hstPtr - registration.host),)
 
 

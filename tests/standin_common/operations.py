@@ -1,0 +1,194 @@
+"""The stream work and queries both stand-in drivers offer, on a :class:`~standin_common.engine.State`.
+
+TEST DOUBLE, not NVIDIA or AMD code. A vendor front end converts and checks its arguments the
+way its driver does (its own error codes, handles and messages), then calls these. They raise
+:class:`~standin_common.controls.DriverError` with codes both drivers share: NOT_READY (600),
+INVALID_HANDLE (400), and a context's sticky fault or a stream's asynchronous one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from .controls import DriverError, fail
+from .engine import NOT_READY, Context, Event, Op, State, Stream, new_handle
+
+INVALID_HANDLE = 400  # CUDA_ERROR_INVALID_HANDLE and hipErrorInvalidHandle alike
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+# ---- streams ---------------------------------------------------------------------------------------
+
+def destroy_stream_locked(st: State, stream: Stream) -> None:
+    """Forget ``stream``: its worker finishes the queued work, then exits (lock held)."""
+    del st.streams[stream.handle]
+    stream.destroyed = True
+    if stream.thread.ident is None:
+        st.live.discard(stream)
+    st.cv.notify_all()
+
+
+def _watched_locked(st: State, queue: Stream | None, ctx: Context) -> list[Stream]:
+    """What a sync or query of ``queue`` waits for: the stream, or for the legacy (null) stream
+    the blocking streams of ``ctx``."""
+    return [queue] if queue is not None else [s for s in st.streams_of_locked(ctx) if not s.nonblocking]
+
+
+def _stream_error_locked(queue: Stream | None, ctx: Context) -> int | None:
+    """The error a sync or query reports once the stream is drained (clears a non-sticky one)."""
+    if ctx.sticky is not None:
+        return ctx.sticky
+    if queue is None:
+        code, ctx.legacy_error = ctx.legacy_error, None
+    else:
+        code, queue.async_error = queue.async_error, None
+    return code
+
+
+def synchronize_stream(st: State, queue: Stream | None, ctx: Context, run_ctx: Context | None = None) -> None:
+    """Wait until ``queue`` (None: the legacy stream of ``ctx``) drained or ``run_ctx`` (the
+    context its work runs in; default ``ctx``) is poisoned; raise its error, if any."""
+    run_ctx = ctx if run_ctx is None else run_ctx
+    with st.cv:
+        st.cv.wait_for(lambda: st.idle_locked(_watched_locked(st, queue, ctx)) or run_ctx.sticky is not None)
+        code = _stream_error_locked(queue, run_ctx)
+    if code:
+        raise DriverError(code)
+
+
+def query_stream(st: State, queue: Stream | None, ctx: Context, run_ctx: Context | None = None) -> None:
+    """NOT_READY while ``queue`` has work, else its error (as :func:`synchronize_stream`)."""
+    run_ctx = ctx if run_ctx is None else run_ctx
+    with st.lock:
+        if run_ctx.sticky is None and not st.idle_locked(_watched_locked(st, queue, ctx)):
+            raise DriverError(NOT_READY)
+        code = _stream_error_locked(queue, run_ctx)
+    if code:
+        raise DriverError(code)
+
+
+def synchronize_context(st: State, ctx: Context) -> None:
+    """Wait for every stream of ``ctx``; raise (and clear) the first error any of them had."""
+    with st.cv:
+        st.cv.wait_for(lambda: st.idle_locked(st.streams_of_locked(ctx)) or ctx.sticky is not None)
+        streams = st.streams_of_locked(ctx)
+        code = ctx.sticky or ctx.legacy_error or next((s.async_error for s in streams if s.async_error), None)
+        ctx.legacy_error = None
+        for stream in streams:
+            stream.async_error = None
+    if code:
+        raise DriverError(code)
+
+
+def wait_event(st: State, queue: Stream | None, ctx: Context, event: Event) -> None:
+    """Make ``queue`` wait for the newest record of ``event`` (none: nothing to wait for)."""
+    with st.lock:
+        seq = event.recorded
+    if seq:  # an event never recorded stands for no work
+        st.enqueue(queue, ctx, Op("wait", event=event, seq=seq))
+
+
+def launch_host_function(st: State, queue: Stream | None, ctx: Context, function: int, data: int,
+                         keep: object) -> None:
+    """Queue a call of the C function at ``function`` with ``data`` (``keep`` stays alive till then)."""
+    call = _HOST_FN(function)
+
+    def run() -> None:
+        call(data or None)  # through ctypes: the GIL is released around the C call
+
+    st.enqueue(queue, ctx, Op("host", run, keep=keep))
+
+
+# ---- memory work -----------------------------------------------------------------------------------
+
+def copy(st: State, queue: Stream | None, ctx: Context, to: int, frm: int, count: int, keep: object) -> None:
+    """Queue a copy of ``count`` bytes (host addresses, checked by the caller)."""
+
+    def run() -> None:
+        if count:
+            ctypes.memmove(to, frm, count)
+
+    st.enqueue(queue, ctx, Op("copy", run, keep=keep))  # ``keep``: a caller's buffers stay alive
+
+
+def fill(st: State, queue: Stream | None, ctx: Context, target: int, width: int, value: int, count: int,
+         pitch: int = 0, height: int = 1) -> None:
+    """Queue a fill of ``height`` rows (``pitch`` bytes apart) of ``count`` ``width``-byte
+    values at the host address ``target`` (``value`` is taken modulo its width)."""
+    row = count * width
+    extent = pitch * (height - 1) + row if count and height else 0
+    pattern = (value & ((1 << 8 * width) - 1)).to_bytes(width, "little") * count
+
+    def run() -> None:
+        if not extent:
+            return
+        if height == 1:
+            ctypes.memmove(target, pattern, row)
+            return
+        import numpy as np  # a strided fill of many rows, without a Python loop
+
+        base = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(target)), dtype=np.uint8)
+        rows = np.lib.stride_tricks.as_strided(base, shape=(height, row), strides=(pitch, 1))
+        rows[:] = np.frombuffer(pattern, dtype=np.uint8)
+
+    st.enqueue(queue, ctx, Op("memset", run))
+
+
+def fill_extent(width: int, count: int, pitch: int = 0, height: int = 1) -> int:
+    """How many bytes a fill of :func:`fill`'s shape spans."""
+    return pitch * (height - 1) + count * width if count and height else 0
+
+
+# ---- events ----------------------------------------------------------------------------------------
+
+def add_event(st: State, ctx: Context, flags: int) -> Event:
+    """A new event of ``ctx`` (never recorded: complete)."""
+    event = Event(new_handle(), ctx, flags)
+    with st.lock:
+        st.events[event.handle] = event
+    return event
+
+
+def record_event(st: State, event: Event, queue: Stream | None, ctx: Context, mismatch: str) -> None:
+    """Record ``event`` on ``queue`` (work runs in ``ctx``); INVALID_HANDLE with ``mismatch`` as
+    the reason if the event belongs to another context."""
+    with st.lock:
+        if event.ctx is not ctx:
+            raise fail(INVALID_HANDLE, mismatch)
+        event.recorded += 1
+        seq = event.recorded
+    st.enqueue(queue, ctx, Op("record", event=event, seq=seq))
+
+
+def synchronize_event(st: State, event: Event) -> None:
+    """Wait until the stream reached the newest record of ``event``; its context's sticky fault
+    if it was poisoned."""
+    with st.cv:
+        seq = event.recorded
+        st.cv.wait_for(lambda: event.done >= seq or event.gone or event.ctx.sticky is not None)
+        if event.ctx.sticky is not None:
+            raise DriverError(event.ctx.sticky)
+
+
+def query_event(st: State, event: Event) -> None:
+    """NOT_READY until the stream reached the newest record of ``event``."""
+    with st.lock:
+        if event.done < event.recorded:
+            raise DriverError(NOT_READY)
+
+
+def elapsed_ms(st: State, start: Event, end: Event, call: str, no_timing: str, owners: str) -> float:
+    """Milliseconds between the newest records of two events: INVALID_HANDLE if one was never
+    recorded, was made with the driver's no-timing flag (``no_timing``, value 2 in both drivers),
+    or they belong to different ``owners`` (contexts, devices); NOT_READY until both completed."""
+    with st.lock:
+        if not start.recorded or not end.recorded:
+            raise fail(INVALID_HANDLE, f"{call}: an event was never recorded")
+        if (start.flags | end.flags) & 2:
+            raise fail(INVALID_HANDLE, f"{call}: an event was created with {no_timing}")
+        if start.ctx is not end.ctx:
+            raise fail(INVALID_HANDLE, f"{call}: the events belong to different {owners}")
+        if start.done < start.recorded or end.done < end.recorded:
+            raise DriverError(NOT_READY)
+        assert start.time is not None and end.time is not None
+        return (end.time - start.time) * 1000.0
