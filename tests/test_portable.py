@@ -158,6 +158,24 @@ def test_the_wavefront_width_is_a_build_option(host: offloadrt.Device) -> None:
     assert "power of two" in bad.details
 
 
+def test_fibers_through_ucontext_where_there_is_no_assembly_switch(host: offloadrt.Device) -> None:
+    """Builds with -D__OFFLOADRT_HOST_UCONTEXT take the portable swapcontext path (what CPUs other
+    than x86-64 use): the same results."""
+    compiled = _portable.compile_portable(FEATURES, ["-D__OFFLOADRT_HOST_UCONTEXT"], "gpu-c", HOST)
+    program = offloadrt.Program._from_compiled(host, compiled)
+    x = np.random.default_rng(3).random(4 * 256, dtype=np.float32)
+    sums, out, fsums = on(host, np.zeros(4, np.float32)), on(host, np.zeros(8 * 40, np.uint32)), \
+        on(host, np.zeros(40, np.float32))
+    early = on(host, np.zeros(16, np.uint32))
+    with host.queue() as queue:
+        queue.launch(program.kernel("group_sum"), 4, 256, on(host, x), sums)
+        queue.launch(program.kernel("lanes"), 1, 40, out, fsums)
+        queue.launch(program.kernel("leave_early"), 1, 16, early)
+    assert np.allclose(sums.numpy(), x.reshape(4, 256).sum(axis=1), rtol=1e-5)
+    assert (out.numpy().reshape(40, 8) == lane_model(40, 32)[0]).all()
+    assert early.numpy().tolist() == [1, 0] * 8
+
+
 def test_lanes_that_diverge_see_only_the_lanes_at_their_call(program: offloadrt.Program,
                                                              host: offloadrt.Device) -> None:
     out = on(host, np.zeros(64, np.uint64))

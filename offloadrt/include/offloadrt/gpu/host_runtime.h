@@ -5,7 +5,7 @@
  *
  * A group runs on the thread that calls the kernel (the host plugin runs each group on one
  * thread). Kernels without barriers or lane operations loop over the items. The others run
- * each item as a fiber (makecontext/swapcontext) with its own stack; the scheduler resumes
+ * each item as a fiber with its own stack; the scheduler resumes
  * every runnable fiber in turn until each has finished or waits, then:
  *   1. in every wavefront, the lanes waiting in a lane operation at the same call site get
  *      their results together (the lanes at that site are the active lanes);
@@ -18,7 +18,46 @@
 
 #include <offloadrt/host_kernel.h>
 #include <sys/mman.h>
+
+/* Switching between fibers. On x86-64 a few instructions save the callee-saved registers and the
+ * floating-point control words on the fiber's own stack and swap stack pointers (no system call);
+ * elsewhere ucontext's swapcontext, which also saves the signal mask (a system call per switch). */
+#if defined(__x86_64__) && !defined(__OFFLOADRT_HOST_UCONTEXT)
+#define __OL_ASM_SWITCH 1
+typedef struct {
+  void *sp;
+} __ol_gpu_context;
+
+/* Saves the running context's stack pointer in *save and resumes the one at load. */
+__attribute__((naked, noinline)) static void __ol_gpu_switch(void **__save, void *__load) {
+  __asm__ volatile("pushq %rbp\n\t"
+                   "pushq %rbx\n\t"
+                   "pushq %r12\n\t"
+                   "pushq %r13\n\t"
+                   "pushq %r14\n\t"
+                   "pushq %r15\n\t"
+                   "subq $8, %rsp\n\t"
+                   "stmxcsr (%rsp)\n\t"
+                   "fnstcw 4(%rsp)\n\t"
+                   "movq %rsp, (%rdi)\n\t"
+                   "movq %rsi, %rsp\n\t"
+                   "ldmxcsr (%rsp)\n\t"
+                   "fldcw 4(%rsp)\n\t"
+                   "addq $8, %rsp\n\t"
+                   "popq %r15\n\t"
+                   "popq %r14\n\t"
+                   "popq %r13\n\t"
+                   "popq %r12\n\t"
+                   "popq %rbx\n\t"
+                   "popq %rbp\n\t"
+                   "ret\n\t");
+}
+#else
 #include <ucontext.h>
+typedef struct {
+  ucontext_t uc;
+} __ol_gpu_context;
+#endif
 
 #ifndef __OFFLOADRT_HOST_STACK
 #define __OFFLOADRT_HOST_STACK (256 * 1024) /* bytes of stack per fiber (reserved, touched as used) */
@@ -31,7 +70,7 @@
 enum { __OL_READY, __OL_AT_BARRIER, __OL_AT_LANE_OP, __OL_DONE };
 
 struct __ol_gpu_fiber {
-  ucontext_t context;
+  __ol_gpu_context context;
   uint32_t tid[3];
   uint32_t lane;
   int state;
@@ -43,8 +82,10 @@ struct __ol_gpu_fiber {
 };
 
 struct __ol_gpu_scheduler {
-  ucontext_t main;      /* the group's own context (the thread's stack) */
+  __ol_gpu_context main; /* the group's own context (the thread's stack) */
+#ifndef __OL_ASM_SWITCH
   ucontext_t blank;     /* a saved context that new fibers start from */
+#endif
   struct __ol_gpu_fiber *fibers;
   size_t fibers_bytes;
   unsigned char *stacks;
@@ -74,7 +115,9 @@ __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
     s = (struct __ol_gpu_scheduler *)__ol_gpu_map(sizeof *s);
     if (!s)
       return 0;
+#ifndef __OL_ASM_SWITCH
     getcontext(&s->blank);
+#endif
     while (__atomic_exchange_n(&__ol_gpu_schedulers_lock, 1, __ATOMIC_ACQUIRE))
       ;
     s->next = __ol_gpu_schedulers;
@@ -125,6 +168,43 @@ __attribute__((destructor)) __OL_RT void __ol_gpu_release_schedulers(void) {
   }
 }
 
+static void __ol_gpu_fiber_main(void);
+
+#ifdef __OL_ASM_SWITCH
+__OL_RT void __ol_gpu_resume(__ol_gpu_context *save, __ol_gpu_context *load) {
+  __ol_gpu_switch(&save->sp, load->sp);
+}
+/* A new fiber's stack holds what __ol_gpu_switch pops: control words, six registers, and a
+ * return address into __ol_gpu_fiber_main (entered with the stack aligned as after a call). */
+__OL_RT void __ol_gpu_prepare(struct __ol_gpu_scheduler *s, __ol_gpu_context *c, unsigned char *stack,
+                              size_t size) {
+  void **sp = (void **)((uintptr_t)(stack + size) & ~(uintptr_t)15);
+  uint32_t words[2];
+  uint16_t control;
+  (void)s;
+  __asm__ volatile("fnstcw %0" : "=m"(control));
+  words[0] = __builtin_ia32_stmxcsr();
+  words[1] = control;
+  *--sp = 0;
+  *--sp = (void *)__ol_gpu_fiber_main;
+  for (int r = 0; r < 6; ++r)
+    *--sp = 0;
+  --sp;
+  __builtin_memcpy(sp, words, sizeof words);
+  c->sp = sp;
+}
+#else
+__OL_RT void __ol_gpu_resume(__ol_gpu_context *save, __ol_gpu_context *load) { swapcontext(&save->uc, &load->uc); }
+__OL_RT void __ol_gpu_prepare(struct __ol_gpu_scheduler *s, __ol_gpu_context *c, unsigned char *stack,
+                              size_t size) {
+  c->uc = s->blank;
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = size;
+  c->uc.uc_link = &s->main.uc;
+  makecontext(&c->uc, __ol_gpu_fiber_main, 0);
+}
+#endif
+
 /* Start a group: what every item of it sees. */
 __OL_RT void __ol_gpu_begin_group(const ol_host_launch_t *launch) {
   __ol_gpu.ntid[0] = launch->group_size.x;
@@ -153,7 +233,7 @@ __attribute__((noreturn)) __OL_RT void __ol_gpu_escape(int fault) {
 
 __OL_RT void __ol_gpu_switch_out(struct __ol_gpu_fiber *f, int state) {
   f->state = state;
-  swapcontext(&f->context, &__ol_gpu_thread_scheduler->main);
+  __ol_gpu_resume(&f->context, &__ol_gpu_thread_scheduler->main);
 }
 
 static void __ol_gpu_barrier(void) {
@@ -298,7 +378,13 @@ __OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s) {
 static void __ol_gpu_fiber_main(void) {
   struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
   s->item(s->args);
-  __ol_gpu.fiber->state = __OL_DONE; /* returns to s->main through uc_link */
+  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
+  f->state = __OL_DONE;
+#ifdef __OL_ASM_SWITCH
+  __ol_gpu_resume(&f->context, &s->main); /* never resumed */
+  __builtin_unreachable();
+#endif
+  /* ucontext: returns to s->main through uc_link */
 }
 
 /* Run the group's items as fibers: item(args) once per item. */
@@ -317,11 +403,7 @@ __OL_RT int __ol_gpu_run_fibers(void (*item)(const void *), const void *args) {
     for (uint32_t y = 0; y < ny; ++y)
       for (uint32_t x = 0; x < nx; ++x, ++i) {
         struct __ol_gpu_fiber *f = s->fibers + i;
-        f->context = s->blank;
-        f->context.uc_stack.ss_sp = s->stacks + (size_t)i * stack + page;
-        f->context.uc_stack.ss_size = stack - page;
-        f->context.uc_link = &s->main;
-        makecontext(&f->context, __ol_gpu_fiber_main, 0);
+        __ol_gpu_prepare(s, &f->context, s->stacks + (size_t)i * stack + page, stack - page);
         f->tid[0] = x;
         f->tid[1] = y;
         f->tid[2] = z;
@@ -338,7 +420,7 @@ __OL_RT int __ol_gpu_run_fibers(void (*item)(const void *), const void *args) {
       __ol_gpu.tid[0] = f->tid[0];
       __ol_gpu.tid[1] = f->tid[1];
       __ol_gpu.tid[2] = f->tid[2];
-      swapcontext(&s->main, &f->context);
+      __ol_gpu_resume(&s->main, &f->context);
     }
     __ol_gpu.fiber = 0;
     for (i = 0; i < s->count; ++i) {
