@@ -49,6 +49,30 @@ def test_register_pins_the_range_and_answers_the_drivers_device_address(
         expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu0, host)
 
 
+@pytest.mark.parametrize("at", ["returned-address", "host-address"])
+@pytest.mark.parametrize("host_pointers", [0, 1], ids=["CanUseHostPointer-0", "CanUseHostPointer-1"])
+def test_unregister_takes_the_address_register_returned_or_the_host_address(
+        vendor: Vendor, monkeypatch: pytest.MonkeyPatch, host_pointers: int, at: str) -> None:
+    """olMemUnregister names a registration by the address olMemRegister returned (as LLVM's tests
+    pass it) or by its host address, whether the device reaches registered memory at its host
+    address (attribute 1) or through an address of its own (0: the two differ); either way the
+    driver unpins the range, once, and the other address is no registration any more."""
+    attributes = {name: host_pointers for name in vendor.no_host_pointers}
+    with vendor.runtime(monkeypatch, devices=[vendor.spec(attributes=attributes)]) as runtime:
+        gpu = runtime.gpus[0]
+        buffer, host = host_buffer(4096)
+        for attempt in range(2):  # unregistered memory registers again, at a fresh device address
+            pinned = api.olMemRegister(gpu, host, 4096)
+            assert (pinned != host) == (host_pointers == 0)
+            assert registered(vendor.standin) == {host: (4096, pinned)}
+            name, other = (pinned, host) if at == "returned-address" else (host, pinned)
+            api.olMemUnregister(gpu, name)
+            assert registered(vendor.standin) == {}
+            assert vendor.calls_of("host_unregister") == [(host,)] * (attempt + 1)
+            expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu, other)
+            expect(ErrorCode.INVALID_ARGUMENT, api.olMemUnregister, gpu, name)
+
+
 def test_a_partial_overlap_is_invalid_argument_and_registers_nothing(vendor: Vendor, rt: Runtime) -> None:
     gpu0, gpu1 = rt.gpus
     buffer, host = host_buffer(1024)
