@@ -9,7 +9,6 @@ processor and features are checked against the device's ``gcnArchName`` before l
 
 from __future__ import annotations
 
-import threading
 from typing import Any, ClassVar
 
 from ...errors import ErrorCode, OffloadError
@@ -22,7 +21,7 @@ from ..common.gpu import (
     GpuImage,
     GpuKernel,
     GpuPlugin,
-    LaunchBuffers,
+    ThreadState,
     gpu_info,
 )
 from ..common.image import DeviceImage, GenericKernel
@@ -55,9 +54,9 @@ class AmdGpuDevice(GpuDevice):
     HOST_REGISTER_FLAGS = ("hipHostRegisterPortable", "hipHostRegisterMapped")
     label = "AMDGPU"
     peer_enable_call = "hipDeviceEnablePeerAccess"
-    thread_state: ClassVar[threading.local] = threading.local()  # .token: the device made current
-    launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
-                                                            hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)
+    # .token: the device made current; .buffers: the launch buffers
+    thread_state: ClassVar[ThreadState] = ThreadState(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
+                                                     hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)
     # hipModuleLaunchKernel refuses a block larger than the kernel's launch bounds with status 719
     # (hd.LAUNCH_FAILURE), which a sync reports for a faulted kernel: here a wrong launch, not a fault.
     launch_refusals: ClassVar[frozenset[int]] = frozenset({hd.LAUNCH_FAILURE})

@@ -9,7 +9,6 @@ opt-in.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, ClassVar
 
 from ...errors import ErrorCode, OffloadError
@@ -22,7 +21,7 @@ from ..common.gpu import (
     GpuImage,
     GpuKernel,
     GpuPlugin,
-    LaunchBuffers,
+    ThreadState,
     gpu_info,
 )
 from ..common.image import DeviceImage, GenericKernel
@@ -55,9 +54,9 @@ class CudaDevice(GpuDevice):
     HOST_REGISTER_FLAGS = ("CU_MEMHOSTREGISTER_PORTABLE", "CU_MEMHOSTREGISTER_DEVICEMAP")
     label = "CUDA"
     default_shared_limit = DEFAULT_SHARED_LIMIT
-    thread_state: ClassVar[threading.local] = threading.local()  # .token: the CUcontext value made current
-    launch_buffers: ClassVar[LaunchBuffers] = LaunchBuffers(cd.CU_LAUNCH_PARAM_BUFFER_POINTER,
-                                                            cd.CU_LAUNCH_PARAM_BUFFER_SIZE, cd.CU_LAUNCH_PARAM_END)
+    # .token: the CUcontext value made current; .buffers: the launch buffers
+    thread_state: ClassVar[ThreadState] = ThreadState(cd.CU_LAUNCH_PARAM_BUFFER_POINTER,
+                                                     cd.CU_LAUNCH_PARAM_BUFFER_SIZE, cd.CU_LAUNCH_PARAM_END)
     peer_limit_statuses = (711,)  # CUDA_ERROR_TOO_MANY_PEERS
     peer_enable_call = "cuCtxEnablePeerAccess"
 

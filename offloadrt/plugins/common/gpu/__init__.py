@@ -10,7 +10,8 @@ split along its seams:
 - :mod:`.core`: a device's driver calls, vendor hooks and fault ("sticky" error) tracking;
 - :mod:`.memory`: allocation, host-memory registration, copies and fills;
 - :mod:`.queues` and :mod:`.streams`: streams, events, waits and where a failure happened;
-- :mod:`.launch` and :mod:`.hostcalls`: programs, launches, and host functions;
+- :mod:`.launch` and :mod:`.hostcalls`: programs, launches (with a fast path for queued ones),
+  and host functions; :mod:`.threads`: what a vendor keeps per thread (current device, launch buffers);
 - :mod:`.device`: :class:`GpuDevice`, all of the above; :mod:`.plugin`: :class:`GpuPlugin`.
 
 Host memory registered with ``olMemRegister`` is page-locked once for every device of the plugin
@@ -22,9 +23,10 @@ from .core import GpuDeviceCore
 from .device import GpuDevice
 from .driver import GpuDriver
 from .hostcalls import HOST_TRAMPOLINE_ADDRESS
-from .launch import GpuImage, GpuKernel, LaunchBuffers
+from .launch import GpuImage, GpuKernel
 from .plugin import GpuPlugin, gpu_info
 from .streams import GpuEvent, GpuStream
+from .threads import LaunchBuffers, ThreadState
 
 __all__ = ["HOST_TRAMPOLINE_ADDRESS", "GpuDevice", "GpuDeviceCore", "GpuDriver", "GpuEvent", "GpuImage", "GpuKernel",
-           "GpuPlugin", "GpuStream", "LaunchBuffers", "gpu_info"]
+           "GpuPlugin", "GpuStream", "LaunchBuffers", "ThreadState", "gpu_info"]

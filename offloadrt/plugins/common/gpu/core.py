@@ -25,7 +25,8 @@ from .driver import SUCCESS, GpuDriver
 from .hostcalls import IN_HOST_FUNCTION, host_calls
 
 if TYPE_CHECKING:
-    from .launch import GpuKernel, LaunchBuffers
+    from .launch import GpuKernel
+    from .threads import ThreadState
 
 class GpuDeviceCore(GenericDevice):
     """One GPU behind a CUDA-like driver API: the driver calls, the vendor hooks, fault tracking.
@@ -56,9 +57,9 @@ class GpuDeviceCore(GenericDevice):
     #: how a device recovers from a sticky error, for messages
     sticky_recovery: ClassVar[str] = "until the device is re-initialised (olShutDown, then olInit)"
     sticky_short: ClassVar[str] = "the device must be re-initialised"
-    #: the thread's current device token, per vendor (the driver's current context or device)
-    thread_state: ClassVar[threading.local]
-    launch_buffers: ClassVar[LaunchBuffers]
+    #: per vendor: the thread's current device token (the driver's current context or device) and
+    #: its launch buffers
+    thread_state: ClassVar[ThreadState]
 
     def __init__(self, plugin: GenericPlugin, device_id: int, driver: GpuDriver):
         super().__init__(plugin, device_id)
@@ -70,6 +71,7 @@ class GpuDeviceCore(GenericDevice):
         self.strided_memset = True  # the driver has the 2-D memsets (cleared at the first that is missing)
         self._peer_lock = threading.Lock()  # guards peers
         self.call_names: dict[str, str] = {}
+        self.host_trampoline: Any = None  # _host_function_argument(), made at the first host function
         for op in self.REQUIRED_CALLS:
             name = self.DRIVER_CALLS[op]
             self.call_names[op] = name
@@ -183,11 +185,12 @@ class GpuDeviceCore(GenericDevice):
         """
         if self.sticky is not None:
             raise self.sticky
-        if select or getattr(self.thread_state, "token", None) != self.current_token:
-            if getattr(self.thread_state, "token", None) is IN_HOST_FUNCTION:
+        state = self.thread_state
+        if select or state.token != self.current_token:
+            if state.token is IN_HOST_FUNCTION:
                 raise self._refused_in_host_function()
             self._make_current()
-            self.thread_state.token = self.current_token
+            state.token = self.current_token
         return self.d
 
     def _refused_in_host_function(self) -> OffloadError:
@@ -219,7 +222,7 @@ class GpuDeviceCore(GenericDevice):
         for key, entry in list(host_calls.items()):
             if entry[2].device is self:
                 host_calls.pop(key, None)
-        if getattr(self.thread_state, "token", None) == self.current_token:
+        if self.thread_state.token == self.current_token:
             self.thread_state.token = None
         try:
             self._release_device()

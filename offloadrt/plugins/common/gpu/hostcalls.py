@@ -29,7 +29,8 @@ def _run_host_call(key: int | None) -> None:
         return
     callback, user_data, queue, position = entry
     device: Any = queue.device
-    device._settle_waits(queue, upto=position, query=False)  # type: ignore[attr-defined]  # no driver call may be made from here
+    if queue.waits:  # no driver call may be made from here (query=False)
+        device._settle_waits(queue, upto=position, query=False)
     if queue.failure is not None:
         return  # the queue failed before this point: later host work does not run
     # The driver forbids calls into itself from its callback thread: GpuDeviceCore.enter refuses them

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import ctypes
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from ....errors import OffloadError
+from ....types import KernelLaunchSizeArgs
 from .. import Dim3
 from ..image import DeviceImage, GenericKernel, GlobalVariable
+from ..launch import check_launch_shape
 from ..resources import AsyncInfo
 from .core import GpuDeviceCore
 
@@ -29,34 +31,6 @@ class GpuKernel(GenericKernel):
         self.function = function
         self.shared_limit = shared_limit  # the dynamic shared memory the driver allows now
         self.lock = threading.Lock()  # guards shared_limit and the attribute it mirrors: it only rises
-
-
-
-class LaunchBuffers(threading.local):
-    """Per-thread memory for a launch's ``extra`` array and the copied argument blob.
-
-    The array is ``[BUFFER_POINTER, blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
-    values (CUDA ends it with 0, HIP with 3).
-    """
-
-    def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
-        self.size = ctypes.c_size_t(0)
-        self.capacity = 256
-        self.blob = ctypes.create_string_buffer(self.capacity)
-        self.extra = (ctypes.c_void_p * 5)(pointer_marker, ctypes.addressof(self.blob),
-                                           size_marker, ctypes.addressof(self.size), end_marker)
-        self.address = ctypes.addressof(self.extra)
-
-    def pack(self, args: bytes) -> int:
-        """The ``extra`` address for ``args`` (the driver copies the blob during the call)."""
-        size = len(args)
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity)
-            self.blob = ctypes.create_string_buffer(self.capacity)
-            self.extra[1] = ctypes.addressof(self.blob)
-        ctypes.memmove(self.blob, args, size)
-        self.size.value = size
-        return self.address
 
 
 
@@ -86,6 +60,71 @@ class GpuPrograms(GpuDeviceCore):
         return GlobalVariable(image, name, int(address), int(size))
 
     # ---- kernels ---------------------------------------------------------------------------
+    #: launch shapes a kernel's fast path remembers (others take the checked path each time)
+    FAST_SHAPES_PER_KERNEL: ClassVar[int] = 64
+
+    def launcher(self, kernel: GenericKernel) -> Callable[[AsyncInfo, bytes | None, KernelLaunchSizeArgs], bool]:
+        """The fast path of a queued launch of ``kernel`` (see :meth:`GenericDevice.launcher`).
+
+        It takes a launch only when every check of the checked path passes (the queue healthy,
+        the device not poisoned and current on this thread, the program loaded, the blob of the
+        declared size, the dynamic shared memory within what the kernel may use now, and a launch
+        shape that passed the device's checks, remembered per kernel), and then makes the same
+        driver call. Anything else returns False, for the checked path to do or to explain. The
+        only error it raises is the one the checked path would raise for the same launch: the
+        driver's refusal of the launch call itself.
+        """
+        assert isinstance(kernel, GpuKernel)
+        image = kernel.image
+        args_size = kernel.args_size
+        function = kernel.function
+        state = self.thread_state
+        shapes: set[tuple[Any, ...]] = set()  # (gx, gy, gz, bx, by, bz, dyn, dimensions) that passed
+        limit = self.FAST_SHAPES_PER_KERNEL
+
+        def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
+            if ai.failure is not None or image.unloaded or self.sticky is not None \
+                    or state.token is not self.current_token:
+                return False
+            try:
+                ng = sizes.num_groups
+                gs = sizes.group_size
+                gx, gy, gz, bx, by, bz, dyn = ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory
+                key = (gx, gy, gz, bx, by, bz, dyn, sizes.dimensions)
+            except AttributeError:
+                return False
+            if key not in shapes:
+                # The kernel's shared-memory limit only rises: a shape within it stays within it.
+                if not self._fast_shape_ok(key) or dyn > kernel.shared_limit:
+                    return False
+                if len(shapes) < limit:
+                    shapes.add(key)
+            if args:
+                if args_size is not None and len(args) != args_size:
+                    return False
+                extra = state.buffers.pack(args)
+            elif args_size:
+                return False
+            else:
+                extra = 0
+            result = self.drv_launch(function, gx, gy, gz, bx, by, bz, dyn, ai.stream, None, extra)
+            if result[0]:
+                raise self._launch_failure(int(result[0]), kernel)
+            return True
+
+        return launch
+
+    def _fast_shape_ok(self, key: tuple[Any, ...]) -> bool:
+        """Whether a fast-path key ``(gx, gy, gz, bx, by, bz, dyn, dimensions)`` is a launch shape the
+        device runs, given as plain ints (anything else is for the checked path to take or explain)."""
+        if key[7] not in (1, 2, 3) or not all(type(v) is int for v in key):
+            return False
+        try:
+            check_launch_shape(self, key[:3], key[3:6], key[6])
+        except OffloadError:
+            return False
+        return True
+
     def _launch_impl(self, kernel: GenericKernel, args: bytes | None, num_groups: Dim3, group_size: Dim3,
                      dyn_shared_memory: int, queue: AsyncInfo | None) -> None:
         assert isinstance(kernel, GpuKernel)
@@ -95,7 +134,7 @@ class GpuPrograms(GpuDeviceCore):
                 if dyn_shared_memory > kernel.shared_limit:
                     self._raise_shared_limit(kernel, dyn_shared_memory)
                     kernel.shared_limit = dyn_shared_memory
-        extra = self.launch_buffers.pack(args) if args else 0
+        extra = self.thread_state.buffers.pack(args) if args else 0
         gx, gy, gz = num_groups
         bx, by, bz = group_size
         if queue is not None:

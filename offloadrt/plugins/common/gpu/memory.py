@@ -148,15 +148,32 @@ class GpuMemory(GpuDeviceCore):
         # The driver copies directly when access is enabled, through the host otherwise.
         self.on_stream(queue, "memcpy_peer", dst, dst_device.peer_handle, src, self.peer_handle, size)
 
+    # A queued copy on a healthy device already current on this thread is one driver call (the
+    # hot path, in one frame); anything else goes through enter() and on_stream().
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if queue is not None and self.sticky is None and self.thread_state.token is self.current_token:
+            result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names["memcpy_htod"])
+            return
         self.enter()
         self.on_stream(queue, "memcpy_htod", dst, src, size)
 
     def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if queue is not None and self.sticky is None and self.thread_state.token is self.current_token:
+            result = self.drv_memcpy_dtoh(dst, src, size, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names["memcpy_dtoh"])
+            return
         self.enter()
         self.on_stream(queue, "memcpy_dtoh", dst, src, size)
 
     def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if queue is not None and self.sticky is None and self.thread_state.token is self.current_token:
+            result = self.drv_memcpy_dtod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names["memcpy_dtod"])
+            return
         self.enter()
         self.on_stream(queue, "memcpy_dtod", dst, src, size)
 

@@ -34,21 +34,27 @@ class GpuQueues(GpuDeviceCore):
         self.enter()
         self.check(self.drv_stream_destroy(queue.stream), self.call_names["stream_destroy"])
 
+    # The hot paths below skip enter() when the device is healthy and current on this thread, and
+    # the waits' bookkeeping when the queue has no wait to settle.
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
-        assert isinstance(queue, GpuStream)
-        self.enter()
-        self.check(self.drv_stream_sync(queue.stream), self.call_names["stream_sync"])
-        self._settle_waits(queue)
+        if self.sticky is not None or self.thread_state.token is not self.current_token:
+            self.enter()
+        result = self.drv_stream_sync(queue.stream)  # type: ignore[attr-defined]
+        if result[0]:
+            raise self.failure(int(result[0]), self.call_names["stream_sync"])
+        if queue.waits:  # type: ignore[attr-defined]
+            self._settle_waits(queue)  # type: ignore[arg-type]
 
     def _query_impl(self, queue: AsyncInfo) -> bool:
-        assert isinstance(queue, GpuStream)
-        self.enter()
-        status = int(self.drv_stream_query(queue.stream)[0])
+        if self.sticky is not None or self.thread_state.token is not self.current_token:
+            self.enter()
+        status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
         if status == NOT_READY:
             return False
         if status != SUCCESS:
             raise self.failure(status, self.call_names["stream_query"])
-        self._settle_waits(queue)
+        if queue.waits:  # type: ignore[attr-defined]
+            self._settle_waits(queue)  # type: ignore[arg-type]
         return True
 
     def _settle_waits(self, queue: GpuStream, upto: int | None = None, query: bool = True) -> None:
@@ -89,8 +95,9 @@ class GpuQueues(GpuDeviceCore):
         source = event.queue
         if source is None:
             return
-        self._settle_waits(source, upto=event.position, query=query)
-        if event.failure is None:
+        if source.waits:
+            self._settle_waits(source, upto=event.position, query=query)
+        if event.failure is None and source.failure is not None:
             event.failure = source.failed_before(event.position)
 
     def _has_pending_work_impl(self, queue: AsyncInfo) -> bool:
@@ -99,11 +106,15 @@ class GpuQueues(GpuDeviceCore):
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
         assert isinstance(queue, GpuStream)
-        self.enter()
+        if self.sticky is not None or self.thread_state.token is not self.current_token:
+            self.enter()
         key = next(host_keys)
         host_calls[key] = (callback, user_data, queue, queue.next_position())
-        result = self.drv_host_func(queue.stream, self._host_function_argument(), key)
-        if int(result[0]) != SUCCESS:
+        trampoline = self.host_trampoline
+        if trampoline is None:
+            trampoline = self.host_trampoline = self._host_function_argument()
+        result = self.drv_host_func(queue.stream, trampoline, key)
+        if result[0]:
             host_calls.pop(key, None)
             self.check(result, self.call_names["host_func"])
 
@@ -121,11 +132,13 @@ class GpuQueues(GpuDeviceCore):
         return GpuEvent(self, self.event_pool.acquire())
 
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
-        self.enter()
-        event.position = queue.submitted
-        self.check(self.drv_event_record(event.event, queue.stream), self.call_names["event_record"])
-        event.queue = queue
+        if self.sticky is not None or self.thread_state.token is not self.current_token:
+            self.enter()
+        event.position = queue.submitted  # type: ignore[attr-defined]
+        result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
+        if result[0]:
+            raise self.failure(int(result[0]), self.call_names["event_record"])
+        event.queue = queue  # type: ignore[attr-defined]
 
     def _wait_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(event, GpuEvent) and isinstance(queue, GpuStream)
@@ -151,7 +164,8 @@ class GpuQueues(GpuDeviceCore):
         if self.sticky is not None:  # a poisoned device fails every queue, and so every event
             self._event_failed(event, self.sticky)
             return
-        self.enter()
+        if self.thread_state.token is not self.current_token:
+            self.enter()
         status = int(self.drv_event_sync(event.event)[0])
         if status != SUCCESS:
             self._event_failed(event, self.failure(status, self.call_names["event_sync"]))

@@ -1,0 +1,66 @@
+"""What a GPU vendor keeps per thread: the device made current there, and the launch buffers.
+
+Both are read on every launch, so they live together in one ``threading.local`` per vendor, and
+the buffers are a plain object (a ``threading.local`` makes every attribute read cost a lookup
+of the thread's dictionary).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+_EXTRA_BYTES = 5 * 8  # the extra array: five pointer-sized words
+_SIZE_AT = _EXTRA_BYTES  # then the blob's size (a size_t)
+_BLOB_AT = _SIZE_AT + 8  # then the blob
+
+
+class LaunchBuffers:
+    """One thread's memory for a launch's ``extra`` array and the copied argument blob.
+
+    The array is ``[BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
+    values (CUDA ends it with 0, HIP with 3); the array, the size and the blob share one buffer.
+    The driver copies the blob during the launch call, so the buffer is reused at once; a launch
+    with the very ``bytes`` object of the thread's previous one copies nothing.
+    """
+
+    __slots__ = ("markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last")
+
+    def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
+        self.markers = (pointer_marker, size_marker, end_marker)
+        self._allocate(256)
+
+    def _allocate(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.memory = ctypes.create_string_buffer(_BLOB_AT + capacity)
+        self.address = ctypes.addressof(self.memory)
+        pointer_marker, size_marker, end_marker = self.markers
+        words = (ctypes.c_uint64 * 5).from_buffer(self.memory)
+        words[:] = [pointer_marker, self.address + _BLOB_AT, size_marker, self.address + _SIZE_AT, end_marker]
+        view = memoryview(self.memory).cast("B")
+        self.blob = view[_BLOB_AT:]
+        self.size_slot = view[_SIZE_AT:_BLOB_AT].cast("Q")
+        self.size = 0
+        self.last: bytes | None = None
+
+    def pack(self, args: bytes) -> int:
+        """The ``extra`` address for ``args`` (non-empty)."""
+        if args is not self.last:
+            size = len(args)
+            if size > self.capacity:
+                self._allocate(max(size, 2 * self.capacity))
+            self.blob[:size] = args
+            if size != self.size:
+                self.size_slot[0] = self.size = size
+            self.last = args
+        return self.address
+
+
+class ThreadState(threading.local):
+    """A vendor's per-thread state: ``token``, what the thread made current (see
+    ``GpuDeviceCore.enter``; None until it made a device current), and ``buffers``."""
+
+    token: object = None
+
+    def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
+        self.buffers = LaunchBuffers(pointer_marker, size_marker, end_marker)
