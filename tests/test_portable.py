@@ -252,6 +252,19 @@ __gpu_kernel void prefix(float *out) {
     assert (out.numpy().reshape(8, 32) == np.cumsum(np.arange(32)) + 7).all()
 
 
+def test_dynamic_memory_without_a_launch_size_faults_instead_of_crashing(host: offloadrt.Device) -> None:
+    source = ("#include <gpuintrin.h>\nextern __gpu_local int s[];\n"
+              "__gpu_kernel void k(int *p) { s[__gpu_thread_id_x()] = 1; p[__gpu_thread_id_x()] = s[0]; }\n")
+    program = offloadrt.Program._from_compiled(host, _portable.compile_portable(source, [], "gpu-c", HOST))
+    out = on(host, np.zeros(4, np.int32))
+    queue = host.queue()
+    queue.launch(program.kernel("k"), 1, 4, out)  # no shared_mem
+    error = expect(ErrorCode.QUEUE_ERROR, queue.sync)
+    assert str(0x4F4C0003) in str(error)  # OL_GPU_FAULT_NO_DYNAMIC_MEMORY
+    with pytest.warns(offloadrt.OffloadWarning, match="queue that failed"):
+        out.buffer.close()
+
+
 # ---- what the host refuses at compile time ---------------------------------------------------------
 
 REFUSED = {
@@ -263,6 +276,8 @@ REFUSED = {
     "dynamic memory declared by a macro": ("#define SHARED(T, n) extern __gpu_local T n[]\nSHARED(int, s);\n"
                                            "__gpu_kernel void k(int *p) { s[0] = 1; *p = s[0]; }",
                                            "through a macro"),
+    "an initialised work-group variable": ("__gpu_kernel void k(int *p) { static __gpu_local int x = 4; *p = x; }",
+                                           "cannot have an initializer"),
     "a target builtin": ("__gpu_kernel void k(int *p) { *p = __builtin_amdgcn_workitem_id_x(); }",
                          "__builtin_amdgcn_workitem_id_x"),
     "a syntax error": ("__gpu_kernel void k(int *p) { *p = ; }", "expected expression"),

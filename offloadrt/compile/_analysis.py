@@ -70,13 +70,18 @@ def _block_end(text: str, brace: int) -> int:
 
 def needs_fibers(kernel: str, graph: dict[str, set[str]]) -> bool:
     """Whether ``kernel`` may reach a barrier, a lane operation, ``__gpu_exit`` or ``__gpu_thread_suspend``."""
+    return reaches(kernel, graph, FIBER_CALLS)
+
+
+def reaches(kernel: str, graph: dict[str, set[str]], targets: frozenset[str] | set[str]) -> bool:
+    """Whether a function reachable from ``kernel`` (itself included) names one of ``targets``."""
     seen, todo = {kernel}, [kernel]
     while todo:
         names = graph.get(todo.pop(), set())
-        if names & FIBER_CALLS:
+        if names & targets:
             return True
         for name in names:
-            if name in graph and name not in seen and name not in FIBER_CALLS:
+            if name in graph and name not in seen and name not in targets:
                 seen.add(name)
                 todo.append(name)
     return False

@@ -257,6 +257,7 @@ def rewrite_local_memory(source: str, file_name: str) -> tuple[str, list[str]]:
                                           f"#line {next_line} \"{file_name}\""))
         dynamic.append(name)
     covered = [(start, end) for start, end, _ in edits]
+    initialised: list[int] = []
     for match in _LOCAL.finditer(masked):
         if any(start <= match.start() < end for start, end in covered):
             continue
@@ -266,12 +267,24 @@ def rewrite_local_memory(source: str, file_name: str) -> tuple[str, list[str]]:
         in_cast = rest is not None and ahead[len(rest.group(0)):len(rest.group(0)) + 1] == ")"
         if in_pointer or in_cast:
             edits.append((match.start(), match.end(), _blank(match.group(0))))
+            continue
+        if re.match(r"=(?!=)", ahead[len(rest.group(0)) if rest else 0:]):
+            initialised.append(_line_of(masked, match.start()))
         elif not match.group(0).startswith("__gpu_local"):
             edits.append((match.start(), match.end(), "__thread"))
+    if initialised:
+        lines = ", ".join(str(line) for line in initialised)
+        raise OffloadError(ErrorCode.COMPILE_FAILURE,
+                           f"{file_name}: line {lines}: work-group memory (__gpu_local) cannot have an initializer: "
+                           "GPUs do not initialise it, so each work-group must write it before reading it")
     text = source
     for start, end, replacement in sorted(edits, key=lambda edit: (edit[0], edit[1]), reverse=True):
         text = text[:start] + replacement + text[end:]
     return text, dynamic
+
+
+def _line_of(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
 
 
 def _blank(text: str) -> str:
@@ -348,6 +361,9 @@ def _wrapper(analysis: Analysis, cxx: bool) -> str:
             out += ["  const void *__a = __args;"]
         run = (f"__ol_gpu_run_fibers(__ol_item_{name}, {'&' if params else ''}__a)" if fibers
                else f"(__ol_items_{name}({'&' if params else ''}__a), 0)")
+        if analysis.extern_locals and _analysis.reaches(name, analysis.graph, set(analysis.extern_locals)):
+            out += ["  if (!__launch->dyn_shared_memory)  /* a GPU would read unmapped memory */",
+                    "    return OL_GPU_FAULT_NO_DYNAMIC_MEMORY;"]
         out += ["  __ol_gpu_begin_group(__launch);",
                 "  if (__builtin_setjmp(__ol_gpu.escape))",
                 "    return __ol_gpu.fault;",

@@ -66,6 +66,7 @@ typedef struct {
 /* What a kernel returns (a fault) when the host cannot run it: */
 #define OL_GPU_FAULT_UNEXPECTED_SYNC 0x4f4c0001 /* a barrier/lane operation in a group run as a loop */
 #define OL_GPU_FAULT_NO_STACKS 0x4f4c0002       /* the fiber stacks could not be mapped */
+#define OL_GPU_FAULT_NO_DYNAMIC_MEMORY 0x4f4c0003 /* extern __gpu_local memory used, none launched */
 
 enum { __OL_READY, __OL_AT_BARRIER, __OL_AT_LANE_OP, __OL_DONE };
 
