@@ -45,6 +45,10 @@ def __getattr__(name: str) -> object:
         from . import core
 
         return getattr(core, name)
+    if name == "compile":  # offloadrt.compile (kernels from source), imported on first use
+        import importlib
+
+        return importlib.import_module(".compile", __name__)
     raise AttributeError(f"module 'offloadrt' has no attribute {name!r}")
 
 

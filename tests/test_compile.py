@@ -183,6 +183,9 @@ def test_language_detection() -> None:
     assert {detect_lang(portable_c, t) for t in (host, cuda, amd)} == {"gpu-c"}
     assert detect_lang(portable_cxx, cuda) == "gpu-c++"
     assert detect_lang("// #include <gpuintrin.h> is only mentioned\n", host) == "c"
+    c23 = "#include <gpuintrin.h>\n// C++ would say extern \"C\"\n[[clang::address_space(3)]] int shared[4];\n"
+    assert detect_lang(c23, host) == "gpu-c"
+    assert detect_lang("#include <gpuintrin.h>\nnamespace k { }\n", amd) == "gpu-c++"
 
 
 def test_portable_kernels_without_their_compiler_are_unsupported(host: offloadrt.Device,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import PlatformBackend
-from . import _cache
+from . import _cache, _signature
 from ._types import Compiled, Target
 
 if TYPE_CHECKING:
@@ -39,8 +39,9 @@ PORTABLE = ("gpu-c", "gpu-c++")
 _NATIVE = {"host": "c", "cuda": "cuda", "amdgpu": "hip"}
 _KINDS = {PlatformBackend.HOST: "host", PlatformBackend.CUDA: "cuda", PlatformBackend.AMDGPU: "amdgpu"}
 _GPUINTRIN = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]gpuintrin\.h[>"]', re.MULTILINE)
-_CXX_HINTS = re.compile(r'\bextern\s+"C"|\btemplate\s*<|\bnamespace\b|\bclass\b|::|\bconstexpr\b|\bnullptr\b|'
-                        r'\bstatic_cast\b|\[\[')
+_CXX_HINTS = re.compile(r'\bextern\s+"C"|\btemplate\s*<|\bnamespace\b|\bclass\b|::|\bstatic_cast\b|'
+                        r'\breinterpret_cast\b|\busing\s+namespace\b')
+_ATTRIBUTE_LISTS = re.compile(r"\[\[.*?\]\]", re.DOTALL)  # [[clang::...]] is C23 as well as C++
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _PORTABLE_MODULE = "offloadrt.compile._portable"
 HOST = Target("host")
@@ -49,7 +50,8 @@ HOST = Target("host")
 def detect_lang(source: str, target: Target) -> str:
     """The language of ``source`` for ``target`` when none is given (see the module's docstring)."""
     if _GPUINTRIN.search(source):
-        return "gpu-c++" if _CXX_HINTS.search(source) else "gpu-c"
+        code = _ATTRIBUTE_LISTS.sub(" ", _signature.clean(source))
+        return "gpu-c++" if _CXX_HINTS.search(code) else "gpu-c"
     return _NATIVE[target.kind]
 
 

@@ -75,9 +75,10 @@ def compile_hip(source: str, options: Sequence[str], target: Target, name: str) 
         status, *_ = _call(hiprtc, "hiprtcCompileProgram", program, len(encoded), encoded)
         log = _log(hiprtc, program)
         if int(status) != 0:
-            code = ErrorCode.INVALID_ARGUMENT if _name(status) == "HIPRTC_ERROR_INVALID_OPTION" \
+            error = ErrorCode.INVALID_ARGUMENT if _name(status) == "HIPRTC_ERROR_INVALID_OPTION" \
                 else ErrorCode.COMPILE_FAILURE
-            raise OffloadError(code, f"hiprtc could not compile the HIP source ({_name(status)}); compiler log:\n{log}")
+            raise OffloadError(error,
+                               f"hiprtc could not compile the HIP source ({_name(status)}); compiler log:\n{log}")
         status, size = _call(hiprtc, "hiprtcGetCodeSize", program)
         if int(status) != 0:
             raise OffloadError(ErrorCode.COMPILE_FAILURE, f"hiprtcGetCodeSize: {_name(status)}")

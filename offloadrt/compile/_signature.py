@@ -433,7 +433,7 @@ def _describe(entry: Any) -> Any:
     if entry is ctypes.c_void_p:
         return "ptr"
     if isinstance(entry, type) and issubclass(entry, ctypes.Structure):
-        return {"struct": entry.__name__, "fields": [[n, _describe(t)] for n, t in entry._fields_]}
+        return {"struct": entry.__name__, "fields": [[f[0], _describe(f[1])] for f in entry._fields_]}
     for name, kind in _CTYPES.items():
         if entry is kind:
             return name
@@ -485,7 +485,8 @@ def host_abi_kernels(text: str) -> dict[str, tuple[Any, ...] | None]:
     for match in re.finditer(r"\bOL_HOST_KERNEL_ARGS\s*\(\s*(\w+)\s*,\s*([^)]+)\)", body):
         try:
             layout = _struct_type(match.group(2), info, 0)
-            found[match.group(1)] = tuple(_top_entry(kind) for _, kind in layout._fields_)
+            members: Any = getattr(layout, "_fields_")  # noqa: B009  # a ctypes.Structure made at run time
+            found[match.group(1)] = tuple(_top_entry(member[1]) for member in members)
         except SignatureError:
             found[match.group(1)] = None
     return found
