@@ -126,7 +126,7 @@ class ThreadState:
     """What a thread that runs work-groups keeps between launches: its launch struct (Python path)
     and its work-group memory buffer, which the next group on the thread reuses (as documented)."""
 
-    __slots__ = ("launch", "launch_address", "buffer", "buffer_size", "buffer_address", "status")
+    __slots__ = ("launch", "launch_address", "buffer", "buffer_size", "buffer_address", "status", "status_address")
 
     def __init__(self) -> None:
         self.launch = LaunchStruct()
@@ -135,6 +135,7 @@ class ThreadState:
         self.buffer_size = 0
         self.buffer_address = 0
         self.status = ctypes.c_int32(0)  # the batch runner's fault status
+        self.status_address = ctypes.addressof(self.status)
 
     def work_group_memory(self, size: int) -> int:
         """The address of at least ``size`` bytes of this thread's work-group memory (0 for none)."""

@@ -21,7 +21,6 @@ Design invariants (the program unload in :mod:`.image` relies on the first):
 
 from __future__ import annotations
 
-import ctypes
 import struct
 import threading
 import time
@@ -32,15 +31,16 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ErrorCode, OffloadError
-from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
-from .dispatch import BYTES_DATA_OFFSET, KERNEL_PROTOTYPE, LaunchStruct, Latch, kernel_fault, thread_state
+from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, running_host_function, set_host_function_queue
+from .dispatch import BYTES_DATA_OFFSET, KERNEL_PROTOTYPE, Latch, LaunchStruct, kernel_fault, thread_state
 
 if TYPE_CHECKING:
     from .image import HostKernel
     from .pool import WorkerPool
 
-__all__ = ["CALL", "HOST_FUNCTION", "KERNEL", "KERNEL_PROTOTYPE", "LAUNCH", "WAIT", "HostEvent", "HostQueue",
-           "LaunchStruct", "Latch", "after_queued_work", "kernel_fault", "kernel_item", "program_gone"]
+__all__ = ["ARGS_OFFSET", "BATCHED_ITEMS", "CALL", "HOST_FUNCTION", "KERNEL", "KERNEL_PROTOTYPE", "LAUNCH", "WAIT",
+           "HostEvent", "HostQueue", "LaunchStruct", "Latch", "after_queued_work", "kernel_fault", "kernel_item",
+           "pack_call", "program_gone"]
 
 
 class HostEvent(GenericEvent):
@@ -105,11 +105,14 @@ HOST_FUNCTION = 2
 LAUNCH = 3
 WAIT = 4
 _KERNEL_TAG = bytes([KERNEL])
+_WORKER_ONLY = (HOST_FUNCTION, WAIT)  # items a thread that runs a queue inline leaves to a worker
 BATCH_LIMIT = 1024  # queued one-group launches handed to the batch runner in one call
+MIN_BATCH = 8  # shorter runs are called one by one: setting a batch up costs about six single calls
 FAIR_SHARE = 64  # items a worker runs of one queue before it serves another ready queue
-_BATCHES = BYTES_DATA_OFFSET is not None  # a KERNEL item's record holds its blob's address
-_BYTES_OFFSET = BYTES_DATA_OFFSET or 0
-_pack_call = struct.Struct("@PPP").pack  # ol_host_call_t
+#: whether a KERNEL item's record holds its blob's address (then runs of them go to the batch runner)
+BATCHED_ITEMS = BYTES_DATA_OFFSET is not None
+ARGS_OFFSET = BYTES_DATA_OFFSET or 0  # a bytes blob's data address less its id()
+pack_call = struct.Struct("@PPP").pack  # ol_host_call_t
 
 _tag_of = itemgetter(0)
 _record_of = itemgetter(1)
@@ -118,7 +121,10 @@ _kernel_of = itemgetter(2)
 
 def kernel_item(kernel: HostKernel, args: bytes | None, launch_address: int) -> tuple[Any, ...]:
     """The KERNEL item of a one-group launch (``args`` is ``bytes`` or None; the item keeps it alive)."""
-    record = _pack_call(kernel.address, 0 if args is None else id(args) + _BYTES_OFFSET, launch_address)
+    if args is None:
+        record = pack_call(kernel.address, 0, launch_address)
+    else:
+        record = pack_call(kernel.address, id(args) + ARGS_OFFSET, launch_address) if BATCHED_ITEMS else None
     return (KERNEL, record, kernel, args, launch_address)
 
 
@@ -186,17 +192,37 @@ class HostQueue(AsyncInfo):
         return self.pool.has_threads()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until every item submitted so far finished (or was skipped after a failure)."""
+        """Block until every item submitted so far finished (or was skipped after a failure).
+
+        A queue that waits in the pool's ready list, not taken by a worker yet, is run on the
+        calling thread instead (up to its first host function or event wait): waking a worker
+        and being woken by it costs more than the work of a few launches.
+        """
         if not self._items:
             return True
+        pool = self.pool
+        if pool.ready:
+            try:
+                pool.ready.remove(self)  # atomic: a worker that took it first makes this fail
+            except ValueError:
+                pass
+            else:
+                self.serve(pool, inline=True)
+                if not self._items:
+                    return True
         marker = Latch()
         self.submit(_open_latch, marker, _open_latch_skipped)
         return marker.wait(-1 if timeout is None else timeout)
 
     # ---- serving (on a pool worker that holds the claim) ------------------------------------
-    def serve(self, pool: WorkerPool) -> None:
-        """Run items until the queue is empty, suspended, or owes other ready queues a turn."""
+    def serve(self, pool: WorkerPool, inline: bool = False) -> None:
+        """Run items until the queue is empty, suspended, or owes other ready queues a turn.
+
+        ``inline``: a thread waiting for the queue runs it (see :meth:`wait_idle`); it hands the
+        queue back to the pool at a host function or an event wait, which a worker runs.
+        """
         items = self._items
+        previous = running_host_function() if inline else None
         set_host_function_queue(self)  # host functions of this queue run on this thread now
         try:
             done = 0
@@ -208,7 +234,11 @@ class HostQueue(AsyncInfo):
                         self._serving = True
                         continue
                     return
-                if done >= FAIR_SHARE and pool.ready:
+                if inline:
+                    if items[0][0] in _WORKER_ONLY:
+                        pool.push(self)  # the claim passes to the worker that takes it
+                        return
+                elif done >= FAIR_SHARE and pool.ready:
                     pool.ready.append(self)  # let the other ready queues have a turn; the claim stays
                     return
                 if self.failure is not None:
@@ -243,7 +273,7 @@ class HostQueue(AsyncInfo):
                 items.popleft()
                 done += 1
         finally:
-            set_host_function_queue(None)
+            set_host_function_queue(previous)
 
     def _skip_one(self, items: deque[tuple[Any, ...]]) -> int:
         item = items[0]
@@ -276,14 +306,16 @@ class HostQueue(AsyncInfo):
             items.popleft()
             return 1
         runners = kernel.runners
-        if runners is not None and _BATCHES and len(items) > 1 and items[1][0] is KERNEL:
+        if runners is not None and BATCHED_ITEMS and len(items) >= MIN_BATCH and items[MIN_BATCH - 1][0] is KERNEL:
             run = list(islice(items, BATCH_LIMIT))  # atomic: no other thread runs during the copy
             tags = bytes(map(_tag_of, run))
             count = len(tags) - len(tags.lstrip(_KERNEL_TAG))
-            if count > 1:
-                del run[count:]
-                if all(k.runners is not None and (not k.image.unloaded or k.image.may_run(self))
-                       for k in set(map(_kernel_of, run))):
+            if count >= MIN_BATCH:
+                if count < len(run):
+                    del run[count:]
+                kernels = set(map(_kernel_of, run))
+                if len(kernels) == 1 or all(k.runners is not None and (not k.image.unloaded or k.image.may_run(self))
+                                            for k in kernels):
                     return self._run_batch(items, run, runners)
         status = kernel.fn(head[3], head[4])
         if status:
@@ -293,13 +325,12 @@ class HostQueue(AsyncInfo):
 
     def _run_batch(self, items: deque[tuple[Any, ...]], run: list[tuple[Any, ...]], runners: Any) -> int:
         """Run ``run``, the one-group launches at the head of the queue, in one native call."""
-        records = b"".join(map(_record_of, run))
-        status = thread_state().status
+        state = thread_state()
         count = len(run)
-        ran = runners.call_all(records, count, ctypes.addressof(status))
+        ran = runners.call_all(b"".join(map(_record_of, run)), count, state.status_address)
         deque(starmap(items.popleft, repeat((), ran)), 0)  # pop the launches that ran (in C)
         if ran < count:
-            self.fail(kernel_fault(run[ran][2].name, status.value, (0, 0, 0)))
+            self.fail(kernel_fault(run[ran][2].name, state.status.value, (0, 0, 0)))
             items.popleft()
             return ran + 1
         return ran

@@ -16,15 +16,25 @@ from typing import Any
 
 from ... import __version__
 from ...errors import ErrorCode, OffloadError
-from ...types import AllocType, DeviceInfo, PlatformBackend
+from ...types import AllocType, DeviceInfo, KernelLaunchSizeArgs, PlatformBackend
 from ..common import Dim3, GenericDevice, GenericPlugin
 from ..common.image import DeviceImage, GenericKernel, GlobalVariable
+from ..common.launch import check_launch_shape
 from ..common.resources import AsyncInfo, GenericEvent
 from . import memory
-from ...types import KernelLaunchSizeArgs
-from ..common.launch import check_launch_shape
 from .dispatch import KERNEL_PROTOTYPE, LaunchStruct
-from .exec import LAUNCH, HostEvent, HostQueue, after_queued_work, kernel_item, program_gone
+from .exec import (
+    ARGS_OFFSET,
+    BATCHED_ITEMS,
+    KERNEL,
+    LAUNCH,
+    HostEvent,
+    HostQueue,
+    after_queued_work,
+    kernel_item,
+    pack_call,
+    program_gone,
+)
 from .image import HostImage, HostKernel, declared_args_size
 from .info import compute_units, host_device_info
 from .loader import check_image, dlopen_image, is_loadable, read_symbols
@@ -184,6 +194,8 @@ class HostDevice(GenericDevice):
         assert isinstance(kernel, HostKernel)
         image = kernel.image
         args_size = kernel.args_size
+        kernel_address = kernel.address
+        batched, bytes_offset, pack = BATCHED_ITEMS, ARGS_OFFSET, pack_call
         shapes: dict[tuple[int, ...], list[Any]] = {}  # shape -> [what its items need, last args, last item]
         prepare = self._prepare_fast_shape
         limit = self.FAST_SHAPES_PER_KERNEL
@@ -215,10 +227,15 @@ class HostDevice(GenericDevice):
                 elif args_size is not None and len(args) != args_size:
                     return False
                 prepared = entry[0]
-                if prepared.__class__ is int:
-                    item = kernel_item(kernel, args, prepared)
-                else:
+                if prepared.__class__ is not int:
                     item = (LAUNCH, kernel, args, prepared)
+                elif args is None:
+                    item = (KERNEL, pack(kernel_address, 0, prepared), kernel, None, prepared)
+                elif batched:  # the record names the blob's data; the item keeps the blob alive
+                    item = (KERNEL, pack(kernel_address, id(args) + bytes_offset, prepared), kernel, args,
+                            prepared)
+                else:
+                    item = (KERNEL, None, kernel, args, prepared)
                 entry[1] = args
                 entry[2] = item
             ai._items.append(item)
