@@ -337,8 +337,11 @@ def _wrapper(analysis: Analysis, cxx: bool) -> str:
                     f"  {name}({call_args});",
                     "}"]
         else:
-            out += [f"__attribute__((noinline)) static void __ol_items_{name}({pointer}) {{",
-                    "  (void)__a;",
+            out += [f"__attribute__((noinline)) static void __ol_items_{name}({pointer}) {{"]
+            if params:  # parameters in locals: stores through the kernel's pointers cannot change them
+                out += [f"  const {args_type} __v = *__a;"]
+                call_args = ", ".join(f"__v.p{index}" for index in range(len(params)))
+            out += ["  (void)__a;",
                     "  const uint32_t __nx = __ol_gpu.ntid[0], __ny = __ol_gpu.ntid[1], __nz = __ol_gpu.ntid[2];",
                     "  for (uint32_t __z = 0; __z < __nz; ++__z) {",
                     "    __ol_gpu.tid[2] = __z;",
