@@ -1,33 +1,32 @@
 """Pins down the behaviour of tests/cuda_standin, the test double for ``cuda.bindings.driver``.
 
 The stand-in must follow the CUDA driver's documented behaviour closely enough that the CUDA
-plugin's logic can be trusted to it: these tests fix stream order, NOT_READY while work is
-pending, host functions on a driver thread, events, sticky errors, fault injection, per-thread
-contexts, kernel argument passing and module parsing.
+plugin's logic can be trusted to it. What both stand-ins simulate alike (stream order, host
+functions, events, faults, injection) is pinned once for both in tests/test_standins.py; these
+tests fix what only the CUDA driver has: cuInit and device queries, per-thread contexts and
+primary context lifetime, memory calls and registered memory with their contexts, kernel
+argument passing (extra and kernelParams), launch limits and module parsing (PTX, cubin, fatbin),
+and the signatures of the real bindings.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import inspect
 import struct
 import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import cuda_standin as standin
 import pytest
-from cuda_standin import DeviceSpec, KernelFault
-
-WAIT = 10.0  # the longest a test waits for something that should happen at once
-HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_alive: list[Any] = []  # C function pointers must outlive every stream that may call them
+import standin_fixtures
+from cuda_standin import DeviceSpec
+from standin_fixtures import WAIT, Gate, code, ok
 
 PTX = b"""
 .version 8.0
@@ -74,16 +73,6 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     standin.shutdown()
 
 
-def ok(result: tuple[Any, ...]) -> Any:
-    """The outputs of a successful call (one unpacked, several as a tuple)."""
-    assert int(result[0]) == 0, f"driver call failed: {result[0]!r}; {standin.diagnostics[-1:]}"
-    return result[1] if len(result) == 2 else result[1:] or None
-
-
-def code(result: tuple[Any, ...]) -> str:
-    return result[0].name
-
-
 def retain(driver: Any, ordinal: int = 0) -> Any:
     """Retain device ``ordinal``'s primary context and make it current on this thread."""
     ctx = ok(driver.cuDevicePrimaryCtxRetain(ok(driver.cuDeviceGet(ordinal))))
@@ -96,42 +85,9 @@ def ctx(driver: Any) -> Any:
     return retain(driver)
 
 
-class HostFn:
-    """A Python callable behind a C function pointer, as a CUhostFn; records the thread it ran on."""
-
-    def __init__(self, body: Callable[[int | None], None] = lambda _: None) -> None:
-        self.threads: list[int] = []
-
-        def trampoline(data: int | None) -> None:
-            self.threads.append(threading.get_ident())
-            body(data)
-
-        self.c_function = HOST_FN_TYPE(trampoline)
-        _alive.append(self.c_function)
-        self.address = ctypes.cast(self.c_function, ctypes.c_void_p).value
-
-    def launch(self, driver: Any, stream: Any, user_data: int = 0) -> None:
-        ok(driver.cuLaunchHostFunc(stream, driver.CUhostFn(self.address), user_data))
-
-
-class Gate(HostFn):
-    """A host function that holds its stream until opened."""
-
-    def __init__(self) -> None:
-        self.entered, self.opened = threading.Event(), threading.Event()
-        super().__init__(self._hold)
-
-    def _hold(self, _data: int | None) -> None:
-        self.entered.set()
-        assert self.opened.wait(WAIT)
-
-
 def extra_array(blob: bytes) -> tuple[Any, ...]:
     """A CU_LAUNCH_PARAM_BUFFER_* ``extra`` array for ``blob``: (array, blob buffer, size)."""
-    buffer = ctypes.create_string_buffer(blob, max(1, len(blob)))
-    size = ctypes.c_size_t(len(blob))
-    array = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
-    return array, buffer, size
+    return standin_fixtures.extra_array(blob, 0)
 
 
 def load(driver: Any, image: bytes, log_size: int = 0) -> Any:
@@ -395,233 +351,7 @@ def test_registered_memory_has_device_addresses_of_its_own_where_a_device_cannot
     standin.shutdown()
 
 
-# ---- streams and host functions ------------------------------------------------------------------
-
-def test_stream_runs_in_order_and_is_not_ready_while_work_is_pending(driver: Any, ctx: Any) -> None:
-    stream = ok(driver.cuStreamCreate(1))
-    ok(driver.cuStreamQuery(stream))
-    gate = Gate()
-    pointer = ok(driver.cuMemAlloc(8))
-    order: list[str] = []
-
-    def kernel(params: bytes, *_: Any) -> None:
-        order.append(f"kernel {params.hex()}")
-
-    standin.register_kernel("add_one", kernel)
-    module, _ = load(driver, PTX + b"\0")
-    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
-    gate.launch(driver, stream)
-    assert gate.entered.wait(WAIT)
-    ok(driver.cuMemcpyHtoDAsync(pointer, b"12345678", 8, stream))  # queued behind the gate
-    for i in range(3):
-        HostFn(functools.partial(lambda index, _data: order.append(f"host {index}"), i)).launch(driver, stream)
-        array, *_ = extra_array(bytes([i]))
-        ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, ctypes.addressof(array)))
-    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_NOT_READY"
-    assert standin.read(int(pointer), 8) == bytes(8) and order == []
-    gate.opened.set()
-    ok(driver.cuStreamSynchronize(stream))
-    ok(driver.cuStreamQuery(stream))
-    assert standin.read(int(pointer), 8) == b"12345678"
-    assert order == ["host 0", "kernel 00", "host 1", "kernel 01", "host 2", "kernel 02"]
-
-
-def test_host_functions_run_on_a_driver_thread_and_block_nothing_else(driver: Any, ctx: Any) -> None:
-    held, other = ok(driver.cuStreamCreate(1)), ok(driver.cuStreamCreate(1))
-    gate = Gate()
-    received: list[int | None] = []
-    recorder = HostFn(received.append)
-    gate.launch(driver, held)
-    recorder.launch(driver, held, 0xBEEF)
-    assert gate.entered.wait(WAIT)
-    assert gate.threads[0] != threading.get_ident()
-    # While the host function blocks: the API works and another stream makes progress.
-    side = HostFn()
-    side.launch(driver, other)
-    ok(driver.cuStreamSynchronize(other))
-    assert len(side.threads) == 1 and side.threads[0] != gate.threads[0]
-    # A sync from another thread waits for the host function without deadlocking with it.
-    synced = threading.Event()
-
-    def sync_held() -> None:
-        ok(driver.cuCtxSetCurrent(ctx))
-        ok(driver.cuStreamSynchronize(held))
-        synced.set()
-
-    waiter = threading.Thread(target=sync_held)
-    waiter.start()
-    assert not synced.wait(0.05) and received == []
-    gate.opened.set()
-    waiter.join(WAIT)
-    assert synced.is_set() and received == [0xBEEF]
-    assert recorder.threads == gate.threads  # one driver thread per stream
-
-
-def test_host_functions_may_not_call_the_driver(driver: Any, ctx: Any) -> None:
-    stream = ok(driver.cuStreamCreate(1))
-    results: list[str] = []
-    HostFn(lambda _: results.append(code(driver.cuStreamQuery(stream)))).launch(driver, stream)
-    ok(driver.cuStreamSynchronize(stream))
-    assert results == ["CUDA_ERROR_NOT_PERMITTED"]
-
-
-def test_legacy_stream_runs_work_at_once_in_the_caller(driver: Any, ctx: Any) -> None:
-    pointer = ok(driver.cuMemAlloc(4))
-    ok(driver.cuMemsetD32Async(pointer, 0x11223344, 1, 0))
-    assert standin.read(int(pointer), 4) == b"\x44\x33\x22\x11"
-    host = HostFn()
-    host.launch(driver, None)
-    assert host.threads == [threading.get_ident()]
-    ok(driver.cuStreamSynchronize(0))
-    ok(driver.cuStreamQuery(None))
-
-
-def test_destroyed_stream_finishes_its_work(driver: Any, ctx: Any) -> None:
-    stream = ok(driver.cuStreamCreate(1))
-    gate, after = Gate(), HostFn()
-    gate.launch(driver, stream)
-    after.launch(driver, stream)
-    ok(driver.cuStreamDestroy(stream))  # returns at once; the work still runs
-    assert code(driver.cuStreamQuery(stream)) == "CUDA_ERROR_INVALID_HANDLE"
-    assert gate.entered.wait(WAIT) and after.threads == []
-    gate.opened.set()
-    ok(driver.cuCtxSynchronize())  # waits for the destroyed stream's work too
-    assert len(after.threads) == 1
-
-
-# ---- events ----------------------------------------------------------------------------------------
-
-def test_events_query_sync_and_time(driver: Any, ctx: Any) -> None:
-    stream = ok(driver.cuStreamCreate(1))
-    start, end = ok(driver.cuEventCreate(0)), ok(driver.cuEventCreate(0))
-    untimed = ok(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING))
-    ok(driver.cuEventQuery(start))  # never recorded: no work captured
-    assert code(driver.cuEventElapsedTime(start, end)) == "CUDA_ERROR_INVALID_HANDLE"
-    gate = Gate()
-    gate.launch(driver, stream)
-    ok(driver.cuEventRecord(start, stream))
-    HostFn(lambda _: time.sleep(0.02)).launch(driver, stream)  # a measurable gap, not a wait for work
-    ok(driver.cuEventRecord(end, stream))
-    ok(driver.cuEventRecord(untimed, stream))
-    assert code(driver.cuEventQuery(end)) == "CUDA_ERROR_NOT_READY"
-    assert code(driver.cuEventElapsedTime(start, end)) == "CUDA_ERROR_NOT_READY"
-    gate.opened.set()
-    ok(driver.cuEventSynchronize(end))
-    ok(driver.cuEventQuery(end))
-    elapsed = ok(driver.cuEventElapsedTime(start, end))
-    assert isinstance(elapsed, float) and 15.0 <= elapsed < 5000.0
-    assert code(driver.cuEventElapsedTime(start, untimed)) == "CUDA_ERROR_INVALID_HANDLE"
-    retain(driver, 1)
-    other_stream = ok(driver.cuStreamCreate(1))
-    assert code(driver.cuEventRecord(start, other_stream)) == "CUDA_ERROR_INVALID_HANDLE"  # other context
-    ok(driver.cuEventDestroy(untimed))
-    assert code(driver.cuEventQuery(untimed)) == "CUDA_ERROR_INVALID_HANDLE"
-
-
-def test_back_to_back_records_share_a_timestamp(driver: Any, ctx: Any) -> None:
-    """A record does no work: it is reached when the work before it completed, so two records
-    with nothing between them read the same time, whatever the stream thread's own delays."""
-    stream = ok(driver.cuStreamCreate(1))
-    first, second = ok(driver.cuEventCreate(0)), ok(driver.cuEventCreate(0))
-    gate = Gate()
-    gate.launch(driver, stream)
-    ok(driver.cuEventRecord(first, stream))
-    ok(driver.cuEventRecord(second, stream))
-    gate.opened.set()
-    ok(driver.cuEventSynchronize(second))
-    assert ok(driver.cuEventElapsedTime(first, second)) == 0.0
-
-
-def test_stream_waits_for_an_event_across_streams_and_devices(driver: Any) -> None:
-    retain(driver, 0)
-    producer = ok(driver.cuStreamCreate(1))
-    event = ok(driver.cuEventCreate(0))
-    never_recorded = ok(driver.cuEventCreate(0))
-    retain(driver, 1)
-    consumer = ok(driver.cuStreamCreate(1))
-    order: list[str] = []
-    gate = Gate()
-    ok(driver.cuStreamWaitEvent(consumer, never_recorded, 0))  # stands for no work
-    gate.launch(driver, producer)
-    HostFn(lambda _: order.append("producer")).launch(driver, producer)
-    ok(driver.cuEventRecord(event, producer))  # event and stream share a context (not the current one)
-    ok(driver.cuStreamWaitEvent(consumer, event, 0))
-    HostFn(lambda _: order.append("consumer")).launch(driver, consumer)
-    ok(driver.cuEventRecord(event, producer))  # a later record does not change what consumer waits for
-    assert code(driver.cuStreamQuery(consumer)) == "CUDA_ERROR_NOT_READY"
-    gate.opened.set()
-    ok(driver.cuStreamSynchronize(consumer))
-    assert order == ["producer", "consumer"]
-
-
-# ---- kernels, faults, injection ------------------------------------------------------------------
-
-def test_kernel_faults_are_asynchronous_and_sticky(driver: Any) -> None:
-    other_ctx = retain(driver, 1)
-    other_stream = ok(driver.cuStreamCreate(1))
-    retain(driver, 0)
-    module, _ = load(driver, PTX + b"\0")
-    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
-
-    def illegal_address(*_: Any) -> None:
-        raise KernelFault(driver.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "load from 0x0")
-
-    standin.register_kernel("add_one", illegal_address)
-    faulting, bystander = ok(driver.cuStreamCreate(1)), ok(driver.cuStreamCreate(1))
-    gate, skipped = Gate(), HostFn()
-    gate.launch(driver, faulting)
-    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, faulting, None, 0))  # the launch itself succeeds
-    skipped.launch(driver, faulting)
-    gate.opened.set()
-    assert code(driver.cuStreamSynchronize(faulting)) == "CUDA_ERROR_ILLEGAL_ADDRESS"
-    assert skipped.threads == []  # not called after the context's error
-    for result in (driver.cuStreamQuery(bystander), driver.cuStreamSynchronize(bystander), driver.cuMemAlloc(8),
-                   driver.cuEventCreate(0), driver.cuCtxSynchronize(), driver.cuStreamSynchronize(faulting)):
-        assert code(result) == "CUDA_ERROR_ILLEGAL_ADDRESS"
-    ok(driver.cuCtxSetCurrent(other_ctx))  # the other device is unaffected
-    ok(driver.cuStreamSynchronize(other_stream))
-    ok(driver.cuDevicePrimaryCtxRelease(0))  # the last release destroys the context ...
-    retain(driver, 0)
-    ok(driver.cuMemAlloc(8))  # ... and a fresh one works
-
-
-def test_non_sticky_faults_are_reported_once(driver: Any, ctx: Any) -> None:
-    module, _ = load(driver, PTX + b"\0")
-    function = ok(driver.cuModuleGetFunction(ok(module), b"add_one"))
-    stream = ok(driver.cuStreamCreate(1))
-
-    def fault(*_: Any) -> None:
-        raise KernelFault(driver.CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
-
-    standin.register_kernel("add_one", fault)
-    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, 0))
-    assert code(driver.cuStreamSynchronize(stream)) == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
-    ok(driver.cuStreamSynchronize(stream))
-    ok(driver.cuMemAlloc(8))
-    standin.register_kernel("add_one", lambda *_: 1 / 0)  # a broken body is a launch failure (sticky)
-    ok(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, 0))
-    assert code(driver.cuStreamSynchronize(stream)) == "CUDA_ERROR_LAUNCH_FAILED"
-    assert "ZeroDivisionError" in standin.diagnostics[-1]
-    standin.poison(1, driver.CUresult.CUDA_ERROR_ASSERT)
-    retain(driver, 1)
-    assert code(driver.cuStreamCreate(0)) == "CUDA_ERROR_ASSERT"
-
-
-def test_injected_failures_do_nothing_and_calls_are_recorded(driver: Any, ctx: Any) -> None:
-    standin.inject("cuMemAlloc", driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
-    assert driver.cuMemAlloc(64) == (driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None)
-    assert standin.state().devices[0].used == 0
-    ok(driver.cuMemAlloc(64))
-    standin.inject("cuStreamCreate", driver.CUresult.CUDA_ERROR_UNKNOWN, times=2, skip=1)
-    results = [code(driver.cuStreamCreate(0)) for _ in range(4)]
-    assert results == ["CUDA_SUCCESS", "CUDA_ERROR_UNKNOWN", "CUDA_ERROR_UNKNOWN", "CUDA_SUCCESS"]
-    standin.inject("cuStreamQuery", driver.CUresult.CUDA_ERROR_NOT_READY, times=None)
-    assert {code(driver.cuStreamQuery(0)) for _ in range(5)} == {"CUDA_ERROR_NOT_READY"}
-    assert ("cuMemAlloc", (64,)) in standin.calls
-    assert [name for name, _ in standin.calls].count("cuStreamCreate") == 4
-    with pytest.raises(ValueError):
-        standin.inject("cuNoSuchCall", 1)
-
+# ---- kernels and launches --------------------------------------------------------------------------
 
 def test_launch_copies_the_extra_blob_and_checks_its_arguments(driver: Any, ctx: Any) -> None:
     seen: list[tuple[Any, ...]] = []
@@ -739,14 +469,6 @@ def test_cubin_and_fatbin_images_take_names_from_the_control(driver: Any, ctx: A
         assert ok(driver.cuModuleGetGlobal(module, b"state"))[1] == 8
     raw = ctypes.create_string_buffer(fatbin, len(fatbin))
     ok(driver.cuModuleLoadDataEx(ctypes.addressof(raw), 0, None, None))  # an image given by address
-
-
-def test_shutdown_stops_every_stream_thread(driver: Any, ctx: Any) -> None:
-    for _ in range(3):
-        HostFn().launch(driver, ok(driver.cuStreamCreate(1)))
-    standin.shutdown()
-    alive = [t.name for t in threading.enumerate() if t.name.startswith("cuda-standin-stream")]
-    assert alive == []
 
 
 def test_works_without_cuda_bindings_installed() -> None:

@@ -1,17 +1,18 @@
 """Pins down the behaviour of tests/hip_standin, the test double for hip-python's ``hip.hip``.
 
 The stand-in must follow the HIP runtime's documented behaviour closely enough that the AMDGPU
-plugin's logic can be trusted to it, and accept exactly the arguments hip-python accepts: these
-tests fix stream order, hipErrorNotReady while work is pending, host functions on a stream
-thread, events, sticky faults, fault injection, the per-thread current device, kernel argument
-passing, code objects and bundles, and (where hip-python is installed) every signature, enum
-value and argument conversion against the real module.
+plugin's logic can be trusted to it, and accept exactly the arguments hip-python accepts. What
+both stand-ins simulate alike (stream order, host functions, events, faults, injection) is
+pinned once for both in tests/test_standins.py; these tests fix what only HIP has: its implicit
+initialisation and device properties, hip-python's argument conversion, the per-thread current
+device, hipFree's implicit sync, registered memory and peer copies as HIP does them, HIP's launch
+checks, code objects and bundles, and (where hip-python is installed) every signature, enum value
+and argument conversion against the real module.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import inspect
 import io
 import subprocess
@@ -24,13 +25,11 @@ from typing import Any
 
 import hip_standin as standin
 import pytest
+import standin_fixtures
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
-from hip_standin import DeviceSpec, KernelFault, images
-
-WAIT = 10.0  # the longest a test waits for something that should happen at once
-HOST_FN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_alive: list[Any] = []  # C function pointers must outlive every stream that may call them
+from hip_standin import DeviceSpec, images
+from standin_fixtures import HOST_FN_TYPE, WAIT, Gate, HostFn, code, ok
 
 
 @pytest.fixture
@@ -44,52 +43,9 @@ def hip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     standin.shutdown()
 
 
-def ok(result: tuple[Any, ...]) -> Any:
-    """The outputs of a successful call (one unpacked, several as a tuple)."""
-    assert int(result[0]) == 0, f"HIP call failed: {result[0]!r}; {standin.diagnostics[-1:]}"
-    return result[1] if len(result) == 2 else result[1:] or None
-
-
-def code(result: tuple[Any, ...]) -> str:
-    return str(result[0].name)
-
-
-class HostFn:
-    """A Python callable behind a C function pointer; records the thread it ran on."""
-
-    def __init__(self, body: Callable[[int | None], None] = lambda _: None) -> None:
-        self.threads: list[int] = []
-
-        def trampoline(data: int | None) -> None:
-            self.threads.append(threading.get_ident())
-            body(data)
-
-        self.c_function = HOST_FN_TYPE(trampoline)
-        _alive.append(self.c_function)
-        self.address = ctypes.cast(self.c_function, ctypes.c_void_p).value
-
-    def launch(self, hip: Any, stream: Any, user_data: int | None = None) -> None:
-        ok(hip.hipLaunchHostFunc(stream, self.address, user_data))
-
-
-class Gate(HostFn):
-    """A host function that holds its stream until opened."""
-
-    def __init__(self) -> None:
-        self.entered, self.opened = threading.Event(), threading.Event()
-        super().__init__(self._hold)
-
-    def _hold(self, _data: int | None) -> None:
-        self.entered.set()
-        assert self.opened.wait(WAIT)
-
-
 def extra_array(blob: bytes, end: int = 3) -> tuple[Any, ...]:
     """HIP's ``extra`` array for ``blob``: (array, blob buffer, size); keep all three alive."""
-    buffer = ctypes.create_string_buffer(blob, max(1, len(blob)))
-    size = ctypes.c_size_t(len(blob))
-    array = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), end)
-    return array, buffer, size
+    return standin_fixtures.extra_array(blob, end)
 
 
 def kernel_function(hip: Any, name: str = "foo", arch: str = "gfx90a") -> int:
@@ -391,211 +347,7 @@ def test_peer_access_and_peer_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     assert code(hip.hipMemcpyPeerAsync(target, 7, source, 0, 16, None)) == "hipErrorInvalidDevice"
 
 
-# ---- streams and host functions --------------------------------------------------------------------
-
-def test_stream_runs_in_order_and_is_not_ready_while_work_is_pending(hip: Any) -> None:
-    stream = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-    ok(hip.hipStreamQuery(stream))
-    pointer = ok(hip.hipMalloc(8))
-    order: list[str] = []
-    standin.register_kernel("foo", lambda params, *_: order.append(f"kernel {params.hex()}"))
-    function = kernel_function(hip)
-    gate = Gate()
-    gate.launch(hip, stream)
-    assert gate.entered.wait(WAIT)
-    ok(hip.hipMemcpyHtoDAsync(pointer, b"12345678", 8, stream))  # queued behind the gate
-    for i in range(3):
-        HostFn(functools.partial(lambda index, _data: order.append(f"host {index}"), i)).launch(hip, stream)
-        ok(launch(hip, function, stream, bytes([i])))
-    assert code(hip.hipStreamQuery(stream)) == "hipErrorNotReady"
-    assert standin.read(pointer, 8) == bytes(8) and order == []
-    gate.opened.set()
-    ok(hip.hipStreamSynchronize(stream))
-    ok(hip.hipStreamQuery(stream))
-    assert standin.read(pointer, 8) == b"12345678"
-    assert order == ["host 0", "kernel 00", "host 1", "kernel 01", "host 2", "kernel 02"]
-
-
-def test_host_functions_run_on_the_stream_thread_and_block_nothing_else(hip: Any) -> None:
-    held, other = ok(hip.hipStreamCreateWithFlags(1)), ok(hip.hipStreamCreateWithFlags(1))
-    gate = Gate()
-    received: list[int | None] = []
-    recorder = HostFn(received.append)
-    gate.launch(hip, held)
-    recorder.launch(hip, held, 0xBEEF)
-    assert gate.entered.wait(WAIT)
-    assert gate.threads[0] != threading.get_ident()
-    side = HostFn()  # while the host function blocks, the API works and other streams progress
-    side.launch(hip, other)
-    ok(hip.hipStreamSynchronize(other))
-    assert len(side.threads) == 1 and side.threads[0] != gate.threads[0]
-    synced = threading.Event()
-
-    def sync_held() -> None:
-        ok(hip.hipStreamSynchronize(held))
-        synced.set()
-
-    waiter = threading.Thread(target=sync_held)
-    waiter.start()
-    assert not synced.wait(0.05) and received == []
-    gate.opened.set()
-    waiter.join(WAIT)
-    assert synced.is_set() and received == [0xBEEF]
-    assert recorder.threads == gate.threads  # one thread per stream
-
-
-def test_host_functions_may_not_call_hip(hip: Any) -> None:
-    stream = ok(hip.hipStreamCreateWithFlags(1))
-    results: list[str] = []
-    HostFn(lambda _: results.append(code(hip.hipStreamQuery(stream)))).launch(hip, stream)
-    ok(hip.hipStreamSynchronize(stream))
-    assert results == ["hipErrorNotSupported"] and "host function" in standin.diagnostics[-1]
-
-
-def test_null_stream_runs_work_in_the_caller_after_blocking_streams(hip: Any) -> None:
-    blocking, nonblocking = ok(hip.hipStreamCreateWithFlags(0)), ok(hip.hipStreamCreateWithFlags(1))
-    order: list[str] = []
-    gate = Gate()
-    gate.launch(hip, nonblocking)  # the null stream does not wait for a non-blocking stream
-    HostFn(lambda _: order.append("blocking")).launch(hip, blocking)
-    host = HostFn(lambda _: order.append("null"))
-    host.launch(hip, None)
-    assert host.threads == [threading.get_ident()] and order == ["blocking", "null"]
-    ok(hip.hipStreamSynchronize(None))
-    ok(hip.hipStreamQuery(0))
-    gate.opened.set()
-    ok(hip.hipStreamSynchronize(nonblocking))
-
-
-def test_destroyed_streams_finish_their_work_and_unknown_streams_are_refused(hip: Any) -> None:
-    stream = ok(hip.hipStreamCreateWithFlags(1))
-    gate, after = Gate(), HostFn()
-    gate.launch(hip, stream)
-    after.launch(hip, stream)
-    ok(hip.hipStreamDestroy(stream))  # returns at once; the work still runs
-    assert code(hip.hipStreamQuery(stream)) == "hipErrorContextIsDestroyed"
-    assert code(hip.hipStreamDestroy(None)) == "hipErrorInvalidHandle"
-    assert gate.entered.wait(WAIT) and after.threads == []
-    gate.opened.set()
-    pointer = ok(hip.hipMalloc(8))
-    ok(hip.hipFree(pointer))  # its implicit device sync waits for the destroyed stream's work
-    assert len(after.threads) == 1
-
-
-# ---- events ----------------------------------------------------------------------------------------
-
-def test_events_query_sync_and_elapsed_time(hip: Any) -> None:
-    stream = ok(hip.hipStreamCreateWithFlags(1))
-    start, stop = ok(hip.hipEventCreateWithFlags(0)), ok(hip.hipEventCreateWithFlags(hip.hipEventBlockingSync))
-    untimed = ok(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
-    ok(hip.hipEventQuery(start))  # never recorded: complete
-    ok(hip.hipEventSynchronize(start))
-    assert hip.hipEventElapsedTime(start, stop) == (hip.hipError_t.hipErrorInvalidHandle, 0.0)
-    gate = Gate()
-    ok(hip.hipEventRecord(start, stream))
-    gate.launch(hip, stream)
-    ok(hip.hipEventRecord(stop, stream))
-    ok(hip.hipEventRecord(untimed, stream))
-    assert gate.entered.wait(WAIT)
-    assert code(hip.hipEventQuery(stop)) == "hipErrorNotReady"
-    assert code(hip.hipEventElapsedTime(start, stop)) == "hipErrorNotReady"
-    threading.Timer(0.02, gate.opened.set).start()
-    ok(hip.hipEventSynchronize(stop))
-    ok(hip.hipEventQuery(stop))
-    elapsed = ok(hip.hipEventElapsedTime(start, stop))
-    assert isinstance(elapsed, float) and 10.0 <= elapsed < 5000.0
-    assert code(hip.hipEventElapsedTime(start, untimed)) == "hipErrorInvalidHandle"
-    assert code(hip.hipEventCreateWithFlags(hip.hipEventInterprocess)) == "hipErrorInvalidValue"
-    ok(hip.hipEventDestroy(start))
-    assert code(hip.hipEventQuery(start)) == "hipErrorInvalidHandle"
-
-
-def test_streams_wait_for_events_across_devices(hip: Any) -> None:
-    producer = ok(hip.hipStreamCreateWithFlags(1))
-    produced = ok(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
-    ok(hip.hipSetDevice(1))
-    consumer = ok(hip.hipStreamCreateWithFlags(1))
-    assert code(hip.hipEventRecord(produced, consumer)) == "hipErrorInvalidHandle"  # not the event's device
-    order: list[str] = []
-    gate = Gate()
-    gate.launch(hip, producer)
-    HostFn(lambda _: order.append("producer")).launch(hip, producer)
-    ok(hip.hipEventRecord(produced, producer))  # device 0's stream and event, device 1 current
-    ok(hip.hipStreamWaitEvent(consumer, produced, 0))
-    HostFn(lambda _: order.append("consumer")).launch(hip, consumer)
-    assert code(hip.hipStreamQuery(consumer)) == "hipErrorNotReady"
-    gate.opened.set()
-    ok(hip.hipStreamSynchronize(consumer))
-    assert order == ["producer", "consumer"]
-    assert code(hip.hipStreamWaitEvent(consumer, produced, 1)) == "hipErrorInvalidValue"
-
-
-# ---- kernels, faults, injection ----------------------------------------------------------------------
-
-def test_kernel_faults_are_asynchronous_and_poison_their_device(hip: Any) -> None:
-    ok(hip.hipSetDevice(1))
-    other_stream = ok(hip.hipStreamCreateWithFlags(1))
-    ok(hip.hipSetDevice(0))
-    function = kernel_function(hip)
-
-    def illegal_address(*_: Any) -> None:
-        raise KernelFault(hip.hipError_t.hipErrorIllegalAddress, "load from 0x0")
-
-    standin.register_kernel("foo", illegal_address)
-    faulting, bystander = ok(hip.hipStreamCreateWithFlags(1)), ok(hip.hipStreamCreateWithFlags(1))
-    event = ok(hip.hipEventCreateWithFlags(0))
-    gate, skipped = Gate(), HostFn()
-    gate.launch(hip, faulting)
-    ok(launch(hip, function, faulting))  # the launch itself succeeds
-    skipped.launch(hip, faulting)
-    gate.opened.set()
-    assert code(hip.hipStreamSynchronize(faulting)) == "hipErrorIllegalAddress"
-    assert skipped.threads == []  # nothing runs on the device after the fault
-    for result in (hip.hipStreamQuery(bystander), hip.hipMalloc(8), hip.hipEventCreateWithFlags(0),
-                   hip.hipEventQuery(event), hip.hipStreamSynchronize(None), hip.hipStreamSynchronize(faulting),
-                   hip.hipModuleLoadData(images.code_object())):
-        assert code(result) == "hipErrorIllegalAddress"
-    ok(hip.hipGetDeviceProperties(0))  # device queries still answer
-    ok(hip.hipStreamSynchronize(other_stream))  # the other device is unaffected
-    ok(hip.hipSetDevice(1))
-    ok(hip.hipMalloc(8))
-
-
-def test_non_sticky_faults_are_reported_once_and_poison_acts_at_once(hip: Any) -> None:
-    function = kernel_function(hip)
-    stream = ok(hip.hipStreamCreateWithFlags(1))
-    standin.register_kernel("foo", lambda *_: (_ for _ in ()).throw(KernelFault(hip.hipError_t.hipErrorUnknown)))
-    ok(launch(hip, function, stream))
-    assert code(hip.hipStreamSynchronize(stream)) == "hipErrorUnknown"
-    ok(hip.hipStreamSynchronize(stream))
-    ok(hip.hipMalloc(8))
-    standin.register_kernel("foo", lambda *_: 1 / 0)  # a broken body is a launch failure (sticky)
-    ok(launch(hip, function, stream))
-    assert code(hip.hipStreamSynchronize(stream)) == "hipErrorLaunchFailure"
-    assert "ZeroDivisionError" in standin.diagnostics[-1]
-    standin.poison(1, hip.hipError_t.hipErrorECCNotCorrectable)
-    ok(hip.hipSetDevice(1))
-    assert code(hip.hipStreamCreateWithFlags(0)) == "hipErrorECCNotCorrectable"
-    assert standin.STICKY == {700, 702, 710, 719, 214}
-
-
-def test_injected_failures_do_nothing_and_calls_are_recorded(hip: Any) -> None:
-    standin.inject("hipMalloc", hip.hipError_t.hipErrorOutOfMemory)
-    assert hip.hipMalloc(64) == (hip.hipError_t.hipErrorOutOfMemory, None)
-    assert standin.state().devices[0].used == 0
-    ok(hip.hipMalloc(64))
-    standin.inject("hipStreamCreateWithFlags", hip.hipError_t.hipErrorUnknown, times=2, skip=1)
-    results = [code(hip.hipStreamCreateWithFlags(0)) for _ in range(4)]
-    assert results == ["hipSuccess", "hipErrorUnknown", "hipErrorUnknown", "hipSuccess"]
-    standin.inject("hipStreamQuery", hip.hipError_t.hipErrorNotReady, times=None)
-    assert {code(hip.hipStreamQuery(None)) for _ in range(3)} == {"hipErrorNotReady"}
-    assert ("hipMalloc", (64,)) in standin.calls
-    assert [name for name, _ in standin.calls].count("hipStreamCreateWithFlags") == 4
-    with pytest.raises(ValueError, match="no function"):
-        standin.inject("hipNoSuchCall", 1)
-    with pytest.raises(ValueError):
-        standin.inject("hipMalloc", 12345)  # not a hipError_t: hip-python could not return it
-
+# ---- kernels and launches --------------------------------------------------------------------------
 
 def test_launch_passes_the_argument_blob_and_checks_the_configuration(hip: Any) -> None:
     seen: list[tuple[Any, ...]] = []
@@ -730,13 +482,6 @@ def test_builders_reject_what_no_code_object_holds() -> None:
         images.code_object("gfx90a:xnack")
     bundle = images.offload_bundle({images.bundle_triple("gfx942:sramecc+"): b"abc"})
     assert bundle.startswith(b"__CLANG_OFFLOAD_BUNDLE__") and bundle[4096:4099] == b"abc"
-
-
-def test_shutdown_stops_every_stream_thread(hip: Any) -> None:
-    for _ in range(3):
-        HostFn().launch(hip, ok(hip.hipStreamCreateWithFlags(1)))
-    standin.shutdown()
-    assert [t.name for t in threading.enumerate() if t.name.startswith("hip-standin-stream")] == []
 
 
 # ---- against the real hip-python -------------------------------------------------------------------
