@@ -31,7 +31,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ErrorCode, OffloadError
-from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, running_host_function, set_host_function_queue
+from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
 from .dispatch import BYTES_DATA_OFFSET, KERNEL_PROTOTYPE, Latch, LaunchStruct, kernel_fault, thread_state
 
 if TYPE_CHECKING:
@@ -105,7 +105,6 @@ HOST_FUNCTION = 2
 LAUNCH = 3
 WAIT = 4
 _KERNEL_TAG = bytes([KERNEL])
-_WORKER_ONLY = (HOST_FUNCTION, WAIT)  # items a thread that runs a queue inline leaves to a worker
 BATCH_LIMIT = 1024  # queued one-group launches handed to the batch runner in one call
 MIN_BATCH = 8  # shorter runs are called one by one: setting a batch up costs about six single calls
 FAIR_SHARE = 64  # items a worker runs of one queue before it serves another ready queue
@@ -192,37 +191,17 @@ class HostQueue(AsyncInfo):
         return self.pool.has_threads()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until every item submitted so far finished (or was skipped after a failure).
-
-        A queue that waits in the pool's ready list, not taken by a worker yet, is run on the
-        calling thread instead (up to its first host function or event wait): waking a worker
-        and being woken by it costs more than the work of a few launches.
-        """
+        """Block until every item submitted so far finished (or was skipped after a failure)."""
         if not self._items:
             return True
-        pool = self.pool
-        if pool.ready:
-            try:
-                pool.ready.remove(self)  # atomic: a worker that took it first makes this fail
-            except ValueError:
-                pass
-            else:
-                self.serve(pool, inline=True)
-                if not self._items:
-                    return True
         marker = Latch()
         self.submit(_open_latch, marker, _open_latch_skipped)
         return marker.wait(-1 if timeout is None else timeout)
 
     # ---- serving (on a pool worker that holds the claim) ------------------------------------
-    def serve(self, pool: WorkerPool, inline: bool = False) -> None:
-        """Run items until the queue is empty, suspended, or owes other ready queues a turn.
-
-        ``inline``: a thread waiting for the queue runs it (see :meth:`wait_idle`); it hands the
-        queue back to the pool at a host function or an event wait, which a worker runs.
-        """
+    def serve(self, pool: WorkerPool) -> None:
+        """Run items until the queue is empty, suspended, or owes other ready queues a turn."""
         items = self._items
-        previous = running_host_function() if inline else None
         set_host_function_queue(self)  # host functions of this queue run on this thread now
         try:
             done = 0
@@ -234,11 +213,7 @@ class HostQueue(AsyncInfo):
                         self._serving = True
                         continue
                     return
-                if inline:
-                    if items[0][0] in _WORKER_ONLY:
-                        pool.push(self)  # the claim passes to the worker that takes it
-                        return
-                elif done >= FAIR_SHARE and pool.ready:
+                if done >= FAIR_SHARE and pool.ready:
                     pool.ready.append(self)  # let the other ready queues have a turn; the claim stays
                     return
                 if self.failure is not None:
@@ -273,7 +248,7 @@ class HostQueue(AsyncInfo):
                 items.popleft()
                 done += 1
         finally:
-            set_host_function_queue(previous)
+            set_host_function_queue(None)
 
     def _skip_one(self, items: deque[tuple[Any, ...]]) -> int:
         item = items[0]
