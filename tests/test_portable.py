@@ -302,6 +302,13 @@ def test_cxx_exceptions_and_reference_parameters_are_refused() -> None:
     assert "reference parameter" in error.details
 
 
+def test_kernels_the_host_wrapper_cannot_call_are_explained() -> None:
+    source = '#include <gpuintrin.h>\nnamespace inner { extern "C" __gpu_kernel void k(int *p) { *p = 1; } }\n'
+    error = expect(ErrorCode.COMPILE_FAILURE, _portable.compile_portable, source, [], "gpu-c++", HOST)
+    assert "declared in a namespace" in error.details
+    assert _portable.compile_portable(source, [], "gpu-c++", PTX).kernels == {"k": ("ptr",)}
+
+
 def test_the_compile_log_is_whole() -> None:
     source = "#include <gpuintrin.h>\n" + "".join(f"__gpu_kernel void k{i}(int *p) {{ *p = x{i}; }}\n"
                                                    for i in range(3))

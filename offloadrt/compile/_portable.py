@@ -45,6 +45,10 @@ _LOCAL = re.compile(r"__gpu_local\b|\[\[\s*clang::address_space\s*\(\s*3\s*\)\s*
 _ANY_ADDRESS_SPACE = re.compile(r"\baddress_space\s*\(")
 _COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)|\[\[.*?\]\]|\balignas\s*\([^)]*\)")
+WRAPPER_NAME = "<offloadrt host wrapper>"
+WRAPPER_HINT = ("\nnote: the errors in the <offloadrt host wrapper> are in the code offloadrt generates to call each "
+                "kernel on the host: kernels declared in a namespace or as templates cannot be called from there "
+                "(declare them at file scope; docs/portable-kernels.md)")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
 SOURCE_NAME = {"c": "kernel.c", "c++": "kernel.cpp"}
 
@@ -387,7 +391,7 @@ def host_source(source: str, analysis: Analysis, language: str) -> str:
     renames = [f"#pragma redefine_extname {kernel.name} __ol_kernel_{kernel.name}"
                for kernel in analysis.info.kernels if not kernel.cxx_linkage]
     head = "\n".join(renames + [f'#line 1 "{file_name}"'])
-    tail = '\n#line 1 "<offloadrt host wrapper>"\n' + _wrapper(analysis, language == "c++")
+    tail = f'\n#line 1 "{WRAPPER_NAME}"\n' + _wrapper(analysis, language == "c++")
     return f"{head}\n{text}\n{tail}"
 
 
@@ -397,9 +401,14 @@ def _build_host(clang: _clang.Tool, work: Path, source: str, options: list[str],
     path, out = work / f"host_{SOURCE_NAME[language]}", work / "kernel.so"
     path.write_text(text)
     driver = ["--driver-mode=g++", "-fno-exceptions"] if language == "c++" else []
-    log = _clang.run([clang.path, *driver, "-x", language, "-O3", "-fPIC", "-shared", "-Wl,-z,defs",
-                      f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o", str(out)],
-                     "compiling the portable source for the host")
+    try:
+        log = _clang.run([clang.path, *driver, "-x", language, "-O3", "-fPIC", "-shared", "-Wl,-z,defs",
+                          f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o", str(out)],
+                         "compiling the portable source for the host")
+    except OffloadError as exc:
+        if exc.code == ErrorCode.COMPILE_FAILURE and f"{WRAPPER_NAME}:" in exc.details:
+            raise OffloadError(ErrorCode.COMPILE_FAILURE, exc.details + WRAPPER_HINT) from None
+        raise
     kernels = {kernel.name: analysis.signatures[kernel.name] for kernel in analysis.info.kernels}
     return Compiled(out.read_bytes(), kernels, {}, log)
 
