@@ -315,6 +315,11 @@ def _number(value: float | None) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
+def _rate(us: float) -> str:
+    """Microseconds per launch, with the launch rate."""
+    return f"{_number(us)} ({_number(1 / us)} M/s)"
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -381,9 +386,9 @@ def _peer_table(peer: dict[str, Any]) -> list[str]:
         return f"{_number(saxpy[key])} ms" if key in saxpy else gone
 
     rows = [
-        ("empty-kernel launch, queued (us, lower is better)",
-         f"{_number(launch['olLaunchKernel'])} (olLaunchKernel), {_number(launch['Queue.launch'])} (Queue.launch)",
-         _number(launch["peer"]) if has_peer else gone, "-", f"{_number(launch['raw'])} (bare ctypes call)"),
+        ("empty-kernel launch, queued (us per launch, lower is better)",
+         f"olLaunchKernel {_rate(launch['olLaunchKernel'])}; Queue.launch {_rate(launch['Queue.launch'])}",
+         _rate(launch["peer"]) if has_peer else gone, "-", f"{_number(launch['raw'])} (bare ctypes call)"),
         (f"saxpy {items} float32, 256-item groups", ms("offloadrt 256-item groups"), ms("peer 256-item groups"),
          ms("numpy"), "-"),
         (f"saxpy {items} float32, 1024-item groups", ms("offloadrt 1024-item groups"), ms("peer 1024-item groups"),
@@ -391,8 +396,8 @@ def _peer_table(peer: dict[str, Any]) -> list[str]:
         (f"saxpy {items} float32, one group per core (PoCL: its own local size)", ms("offloadrt one group per core"),
          ms("peer local size chosen by PoCL"), ms("numpy"), "-"),
         (f"{mib} host copy (GB/s, higher is better)",
-         f"{_number(copy['offloadrt olMemcpy'])} (olMemcpy), {_number(copy['offloadrt Buffer.copy_from'])} "
-         "(Buffer.copy_from)", _number(copy["peer enqueue_copy"]) if has_peer else gone,
+         f"olMemcpy {_number(copy['offloadrt olMemcpy'])}; Buffer.copy_from "
+         f"{_number(copy['offloadrt Buffer.copy_from'])}", _number(copy["peer enqueue_copy"]) if has_peer else gone,
          _number(copy["numpy.copyto"]), f"{_number(copy['memmove (ctypes)'])} (memmove via ctypes)"),
     ]
     lines = ["## offloadrt against PyOpenCL on PoCL (same run)", ""]
