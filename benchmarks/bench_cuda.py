@@ -9,7 +9,9 @@
   buffers. Goal: >= 0.95x the raw bandwidth.
 - queue: ``olCreateQueue`` + ``olDestroyQueue`` against ``cuStreamCreate`` + ``cuStreamDestroy``.
 
-Prints "no CUDA device" and exits 0 on a machine without one.
+Prints "no CUDA device" and exits 0 on a machine without one; ``collect(quick)`` (run_all.py) then
+returns no rows and a note. What offloadrt adds to each driver call is measured without a GPU
+by ``bench_gpu_overhead.py``, over a null driver.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from _report import best_of, print_table, write_json
+from _report import best_of, print_rows, row, write_json
 
 import offloadrt
 from offloadrt import (
@@ -36,6 +39,7 @@ from offloadrt import (
 
 EMPTY_KERNEL = b'extern "C" __global__ void empty(int x) { (void)x; }'
 SIZE = 64 << 20
+NAME = "cuda"
 
 
 def compile_ptx(source: bytes) -> bytes:
@@ -175,6 +179,55 @@ def bench_queue(device: api.Device, count: int) -> dict[str, float]:
     return result
 
 
+def measure(device_index: int, launches: int, queues: int) -> dict[str, Any] | None:
+    """The figures on CUDA device ``device_index``, or None without one."""
+    api.olInit()
+    try:
+        devices = cuda_devices()
+        if len(devices) <= device_index:
+            return None
+        device = devices[device_index]
+        all_devices: list[api.Device] = []
+        api.olIterateDevices(lambda d, _: all_devices.append(d))
+        host = next(d for d in all_devices
+                    if api.olGetPlatformInfo(api.olGetDeviceInfo(d, DeviceInfo.PLATFORM), PlatformInfo.BACKEND)
+                    == PlatformBackend.HOST)
+        return {
+            "device": api.olGetDeviceInfo(device, DeviceInfo.NAME),
+            "launch": bench_launch(device, launches),
+            "memcpy_64MiB": bench_memcpy(device, host),
+            "queue": bench_queue(device, queues),
+        }
+    finally:
+        api.olShutDown()
+
+
+def make_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures in the shared row format (run_all.py)."""
+    launch, copy, queue = results["launch"], results["memcpy_64MiB"], results["queue"]
+    on = f"on {results['device']}"
+    rows = [row(NAME, f"CUDA olLaunchKernel (empty, queued) {on}", launch["ours_us"], "us", launch["raw_us"],
+                "cuLaunchKernel, same run", "<= 1.5x")]
+    for label in ("pinned", "pageable"):
+        for direction in ("H2D", "D2H"):
+            key = f"{label}_{direction}"
+            raw_call = "cuMemcpyHtoDAsync" if direction == "H2D" else "cuMemcpyDtoHAsync"
+            rows.append(row(NAME, f"CUDA olMemcpy {direction} 64 MiB {label} {on}", copy[key + "_ours_GBps"], "GB/s",
+                            copy[key + "_raw_GBps"], f"{raw_call}, same run", ">= 0.95x"))
+    rows.append(row(NAME, f"CUDA olCreateQueue+olDestroyQueue {on}", queue["ours_us"], "us", queue["raw_us"],
+                    "cuStreamCreate+cuStreamDestroy, same run"))
+    return rows
+
+
+def collect(quick: bool = False) -> dict[str, Any]:
+    """The figures on the first CUDA device (none without one: see bench_gpu_overhead.py for the
+    null-driver figures that need no GPU)."""
+    results = measure(0, 2_000 if quick else 20_000, 500 if quick else 5_000)
+    if results is None:
+        return {"rows": [], "notes": ["no CUDA device: nothing measured on hardware"]}
+    return {"rows": make_rows(results), "cuda": results}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
@@ -182,39 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, default=5000)
     parser.add_argument("--device", type=int, default=0)
     args = parser.parse_args(argv)
-    api.olInit()
-    try:
-        devices = cuda_devices()
-        if not devices:
-            print("no CUDA device: nothing to measure")
-            return 0
-        device = devices[args.device]
-        all_devices: list[api.Device] = []
-        api.olIterateDevices(lambda d, _: all_devices.append(d))
-        host = next(d for d in all_devices
-                    if api.olGetPlatformInfo(api.olGetDeviceInfo(d, DeviceInfo.PLATFORM), PlatformInfo.BACKEND)
-                    == PlatformBackend.HOST)
-        results = {
-            "device": api.olGetDeviceInfo(device, DeviceInfo.NAME),
-            "launch": bench_launch(device, args.launches),
-            "memcpy_64MiB": bench_memcpy(device, host),
-            "queue": bench_queue(device, args.queues),
-        }
-    finally:
-        api.olShutDown()
-    launch, copy, queue = results["launch"], results["memcpy_64MiB"], results["queue"]
+    results = measure(args.device, args.launches, args.queues)
+    if results is None:
+        print("no CUDA device: nothing to measure (bench_gpu_overhead.py measures offloadrt's own costs over a "
+              "null driver without one)")
+        return 0
     print(f"offloadrt {offloadrt.__version__} on {results['device']} (CUDA)")
-    rows = [("olLaunchKernel (empty, queued)", f"{launch['ours_us']:.2f} us",
-             f"cuLaunchKernel {launch['raw_us']:.2f} us", f"{launch['ratio']:.2f}x", "<= 1.5x")]
-    for label in ("pinned", "pageable"):
-        for direction in ("H2D", "D2H"):
-            key = f"{label}_{direction}"
-            raw_call = "cuMemcpyHtoDAsync" if direction == "H2D" else "cuMemcpyDtoHAsync"
-            rows.append((f"olMemcpy {direction} 64 MiB {label}", f"{copy[key + '_ours_GBps']:.2f} GB/s",
-                         f"{raw_call} {copy[key + '_raw_GBps']:.2f} GB/s", f"{copy[key + '_ratio']:.2f}x", ">= 0.95x"))
-    rows.append(("olCreateQueue+olDestroyQueue", f"{queue['ours_us']:.2f} us",
-                 f"cuStreamCreate+Destroy {queue['raw_us']:.2f} us", f"{queue['ratio']:.2f}x", "-"))
-    print_table(("operation", "offloadrt", "raw cuda.bindings (same run)", "ratio", "goal"), rows)
+    print_rows(make_rows(results))
     write_json(args.json, results)
     return 0
 

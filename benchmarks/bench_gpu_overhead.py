@@ -5,7 +5,8 @@
 The CUDA and AMDGPU plugins run over do-nothing driver libraries (``benchmarks/nulldriver``:
 a ``libcuda.so.1`` and a ``libamdhip64.so`` built with ``cc``) loaded through the *real*
 ``cuda.bindings`` and hip-python, each vendor in a child process of its own, so this process never
-sees a fake driver. Every driver call returns at once, so what is left is Python: per operation,
+sees a fake driver. Every driver call returns at once, so what is left is Python (timed as the
+measuring thread's CPU time, best of interleaved rounds): per operation,
 offloadrt's call against the bare driver call made through the same bindings in the same run, and
 how much of the difference lies in the plugin (its hooks, called directly) and how much above it
 (the ``ol*`` entry point and the generic device layer). Operations: a queued launch with a
@@ -100,14 +101,20 @@ class _Raw:
 
 
 def _per_op(count: int, body: Callable[[], None], after: Callable[[], Any] | None = None) -> Callable[[], float]:
-    """A timing of ``count`` runs of ``body`` (then ``after`` once): seconds per run."""
+    """A timing of ``count`` runs of ``body`` (then ``after`` once): CPU seconds of this thread per run.
+
+    Nothing waits over a null driver, so the thread's CPU time is the whole cost, and it does not
+    count the time the thread spends descheduled on a busy machine.
+    """
+    clock = time.thread_time
+
     def timed() -> float:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(count):
             body()
         if after is not None:
             after()
-        return (time.perf_counter() - start) / count
+        return (clock() - start) / count
     return timed
 
 

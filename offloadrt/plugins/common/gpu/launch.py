@@ -102,7 +102,10 @@ class GpuPrograms(GpuDeviceCore):
             if args:
                 if args_size is not None and len(args) != args_size:
                     return False
-                extra = state.buffers.pack(args)
+                buffers = state.buffers  # pack(), inline
+                if args is not buffers.last:
+                    buffers.copy(args)
+                extra = buffers.address
             elif args_size:
                 return False
             else:

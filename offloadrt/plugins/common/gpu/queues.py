@@ -105,15 +105,14 @@ class GpuQueues(GpuDeviceCore):
 
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
-        assert isinstance(queue, GpuStream)
         if self.sticky is not None or self.thread_state.token is not self.current_token:
             self.enter()
         key = next(host_keys)
-        host_calls[key] = (callback, user_data, queue, queue.next_position())
+        host_calls[key] = (callback, user_data, queue, queue.next_position())  # type: ignore[attr-defined]
         trampoline = self.host_trampoline
         if trampoline is None:
             trampoline = self.host_trampoline = self._host_function_argument()
-        result = self.drv_host_func(queue.stream, trampoline, key)
+        result = self.drv_host_func(queue.stream, trampoline, key)  # type: ignore[attr-defined]
         if result[0]:
             host_calls.pop(key, None)
             self.check(result, self.call_names["host_func"])
@@ -160,17 +159,18 @@ class GpuQueues(GpuDeviceCore):
             queue.waits.append((position, event))
 
     def _sync_event_impl(self, event: GenericEvent) -> None:
-        assert isinstance(event, GpuEvent)
         if self.sticky is not None:  # a poisoned device fails every queue, and so every event
-            self._event_failed(event, self.sticky)
+            self._event_failed(event, self.sticky)  # type: ignore[arg-type]
             return
         if self.thread_state.token is not self.current_token:
             self.enter()
-        status = int(self.drv_event_sync(event.event)[0])
-        if status != SUCCESS:
-            self._event_failed(event, self.failure(status, self.call_names["event_sync"]))
-        else:
-            self._fail_if_behind_failure(event, query=True)
+        status = self.drv_event_sync(event.event)[0]  # type: ignore[attr-defined]
+        if status:
+            self._event_failed(event, self.failure(int(status), self.call_names["event_sync"]))  # type: ignore[arg-type]
+            return
+        source = event.queue  # type: ignore[attr-defined]
+        if source is not None and (source.waits or source.failure is not None):  # else nothing failed before it
+            self._fail_if_behind_failure(event, query=True)  # type: ignore[arg-type]
 
     def _event_failed(self, event: GpuEvent, error: OffloadError) -> None:
         """The event's queue failed before reaching it: both carry that failure."""
@@ -195,8 +195,7 @@ class GpuQueues(GpuDeviceCore):
         return True
 
     def _destroy_event_impl(self, event: GenericEvent) -> None:
-        assert isinstance(event, GpuEvent)
-        self.event_pool.release(event.event)
+        self.event_pool.release(event.event)  # type: ignore[attr-defined]
 
     def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
         assert isinstance(start, GpuEvent) and isinstance(end, GpuEvent)

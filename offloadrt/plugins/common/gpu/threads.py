@@ -46,14 +46,18 @@ class LaunchBuffers:
     def pack(self, args: bytes) -> int:
         """The ``extra`` address for ``args`` (non-empty)."""
         if args is not self.last:
-            size = len(args)
-            if size > self.capacity:
-                self._allocate(max(size, 2 * self.capacity))
-            self.blob[:size] = args
-            if size != self.size:
-                self.size_slot[0] = self.size = size
-            self.last = args
+            self.copy(args)
         return self.address
+
+    def copy(self, args: bytes) -> None:
+        """Copy ``args`` (non-empty) into the blob; :attr:`address` is then its ``extra`` address."""
+        size = len(args)
+        if size > self.capacity:
+            self._allocate(max(size, 2 * self.capacity))
+        self.blob[:size] = args
+        if size != self.size:
+            self.size_slot[0] = self.size = size
+        self.last = args
 
 
 class ThreadState(threading.local):
