@@ -13,7 +13,8 @@ Writes into ``--out`` (default ``benchmarks/results/``):
   commit) and each module's whole result;
 - ``summary.md``: every row (what, value, floor, ratio, goal) as a Markdown table, the peer
   comparison side by side, the modules' ``notes`` (what they could not measure) and the errors;
-- ``launch_scaling.png``: launch and event latency against live queues and submitting threads;
+- ``launch_scaling.png``: launch and event latency against live queues and submitting threads
+  (bench_host's ``scaling`` series, the one source of these figures; their growth in summary.md);
 - ``copy_bandwidth.png``: copy bandwidth against size for offloadrt, the peer, NumPy and memmove;
 - ``peer.png``: the three workloads of the peer comparison side by side.
 
@@ -157,13 +158,34 @@ def _cpu_model() -> str:
 
 # ---- plots ---------------------------------------------------------------------------------------
 
+SCALING_KEYS = ("queues", "threads", "launch_us_by_queues", "event_us_by_queues", "launch_us_by_threads",
+                "event_us_by_threads")
+
+
 def scaling_source(modules: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The module whose ``scaling`` series the launch plot draws (bench_scaling's, the one source)."""
-    for name in ("bench_scaling",):
-        scaling = (modules.get(name) or {}).get("scaling")
-        if isinstance(scaling, dict) and "launch_us_by_queues" in scaling:
+    """The one module whose ``scaling`` series (per-launch and per-event us against live queues and
+    submitting threads) the launch plot and the growth lines use: bench_host's, else the first
+    other module that has such a series."""
+    for name in sorted(modules, key=lambda name: name != "bench_host"):
+        scaling = modules[name].get("scaling")
+        if isinstance(scaling, dict) and all(key in scaling for key in SCALING_KEYS):
             return name, scaling
     return None
+
+
+def growth(scaling: dict[str, Any]) -> dict[str, str]:
+    """In words: each scaling series as ratios to its first (1-queue or 1-thread) figure."""
+    def say(values: list[float], counts: list[int], unit: str) -> str:
+        first = f"{values[0]:.2f} us at 1 {unit.rstrip('s')}; "
+        return first + ", ".join(f"{value / values[0]:.2f}x at {count} {unit}"
+                                 for count, value in zip(counts[1:], values[1:]))
+    queues, threads = scaling["queues"], scaling["threads"]
+    return {
+        "launch against live queues": say(scaling["launch_us_by_queues"], queues, "queues"),
+        "event against live queues": say(scaling["event_us_by_queues"], queues, "queues"),
+        "launch against submitting threads": say(scaling["launch_us_by_threads"], threads, "threads"),
+        "event against submitting threads": say(scaling["event_us_by_threads"], threads, "threads"),
+    }
 
 
 def plot_all(modules: dict[str, Any], out: Path, machine: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -180,7 +202,7 @@ def plot_all(modules: dict[str, Any], out: Path, machine: dict[str, Any]) -> tup
     skipped: dict[str, str] = {}
     source = scaling_source(modules)
     if source is None:
-        skipped["launch_scaling.png"] = "no scaling series (bench_scaling did not run or failed)"
+        skipped["launch_scaling.png"] = "no scaling series (bench_host did not run or failed)"
     else:
         _plot_scaling(plt, source[1], out / "launch_scaling.png", title)
         written.append("launch_scaling.png")
@@ -353,10 +375,10 @@ def summary_markdown(results: dict[str, Any]) -> str:
     if notes:
         lines += ["", "Notes from the benchmarks:", ""]
         lines += [f"- `{name}`: {_cell(note)}" for name, note in notes]
-    scaling = results["modules"].get("bench_scaling")
-    if scaling and "growth" in scaling:
-        lines += ["", "How the scaling figures grow (each against its 1-queue or 1-thread figure):", ""]
-        lines += [f"- {key.replace('_', ' ')}: {text}" for key, text in scaling["growth"].items()]
+    if results.get("scaling_growth"):
+        lines += ["", f"How the scaling figures grow (from `{results['scaling_source']}`; each against its 1-queue "
+                  "or 1-thread figure):", ""]
+        lines += [f"- {what}: {text}" for what, text in results["scaling_growth"].items()]
     if results["plots"]:
         lines += ["", "Plots: " + ", ".join(f"[{plot}]({plot})" for plot in results["plots"]) + "."]
     if results["plots_skipped"]:
@@ -450,8 +472,11 @@ def main(argv: list[str] | None = None) -> int:
             modules[path.stem] = result
             print(f"{len(result['rows'])} rows ({took:.1f} s)", flush=True)
     plots, skipped = plot_all(modules, args.out, machine)
+    source = scaling_source(modules)
     results = {"machine": machine, "quick": args.quick, "modules": modules, "errors": errors, "failed": failed,
-               "seconds": seconds, "plots": plots, "plots_skipped": skipped}
+               "seconds": seconds, "plots": plots, "plots_skipped": skipped,
+               "scaling_source": source[0] if source else None,
+               "scaling_growth": growth(source[1]) if source else None}
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=_plain) + "\n")
     summary = summary_markdown(results)
     (args.out / "summary.md").write_text(summary)

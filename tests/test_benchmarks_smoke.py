@@ -27,20 +27,17 @@ def run_all(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str
                           cwd=ROOT)
 
 
-def test_quick_run_of_every_benchmark_completes(tmp_path: Path) -> None:
-    done = run_all("--quick", "--out", str(tmp_path))
+def test_quick_run_completes(tmp_path: Path) -> None:
+    # the modules the plots need (the others take longer; their errors are reported the same way, below)
+    done = run_all("--quick", "--out", str(tmp_path), "--only", "peer", "--only", "host")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["quick"] is True
     assert {"cpu", "cores", "python", "numpy", "offloadrt", "date"} <= set(results["machine"])
-    # every bench_*.py is either in the results or listed as an error: none dropped silently
-    names = {path.stem for path in BENCHMARKS.glob("bench_*.py")}
-    assert names == set(results["modules"]) | set(results["errors"])
-    assert results["failed"] == []
-    assert {"bench_peer", "bench_scaling"} <= set(results["modules"])
-    assert results["modules"]["bench_peer"]["rows"] and results["modules"]["bench_scaling"]["rows"]
+    assert set(results["modules"]) == {"bench_peer", "bench_host"}
+    assert results["errors"] == {} and results["failed"] == []
     for name, result in results["modules"].items():
-        assert result["rows"] or result.get("notes"), f"{name}: no rows and no notes saying why"
+        assert result["rows"], name
         for entry in result["rows"]:
             assert set(entry) >= ROW_KEYS, (name, entry)
             assert isinstance(entry["value"], float), (name, entry)
@@ -48,12 +45,16 @@ def test_quick_run_of_every_benchmark_completes(tmp_path: Path) -> None:
     if not peer["peer"]["available"]:
         assert peer["peer"]["reason"]  # absent peer columns say why
         assert not any("PoCL" in entry["what"] for entry in peer["rows"])
+    assert results["scaling_source"] == "bench_host"
+    assert set(results["scaling_growth"]) == {"launch against live queues", "event against live queues",
+                                              "launch against submitting threads", "event against submitting threads"}
     for plot in ("launch_scaling.png", "copy_bandwidth.png", "peer.png"):
         assert (tmp_path / plot).read_bytes()[:8] == PNG, plot
         assert plot in results["plots"]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| what | value | floor | ratio | goal |" in summary.replace("| benchmark ", "")
+    assert "| benchmark | what | value | floor | ratio | goal |" in summary
     assert "## offloadrt against PyOpenCL on PoCL" in summary
+    assert "How the scaling figures grow" in summary
 
 
 def test_failing_and_incomplete_modules_are_reported(tmp_path: Path) -> None:
