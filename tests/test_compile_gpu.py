@@ -137,6 +137,16 @@ def test_nvrtc_compiles_cuda_to_ptx_the_plugin_loads_and_runs(cuda: offloadrt.De
 
 
 @needs_nvrtc
+def test_a_real_architecture_gives_a_cubin_the_plugin_loads(cuda: offloadrt.Device) -> None:
+    cuda_standin.register_kernel("saxpy", saxpy_body)
+    program = offloadrt.Program.from_source(cuda, SAXPY_CUDA, ["-arch=sm_90"], "cuda")
+    image = program._compiled.image
+    assert image[:4] == b"\x7fELF" and struct.unpack_from("<H", image, 18)[0] == 190  # EM_CUDA
+    assert (struct.unpack_from("<I", image, 48)[0] >> 8) & 0xFF == 90  # e_flags: sm_90 (CUDA 12.8+ layout)
+    run_saxpy(cuda, program)  # the signature still comes from the PTX of the same compile
+
+
+@needs_nvrtc
 def test_nvrtc_targets_the_compute_capability_and_takes_options(cuda: offloadrt.Device) -> None:
     compiled = build(SAXPY_CUDA, ["-DUNUSED=1", "--gpu-architecture=compute_80"], "cuda", Target("cuda", "sm_90"))
     assert b".target sm_80" in compiled.image

@@ -2,7 +2,9 @@
 
 NVRTC compiles for the device's compute capability (``--gpu-architecture=compute_XY``) unless the
 options name an architecture; for a device newer than this NVRTC knows, for the newest it knows
-(the driver compiles PTX forward). It needs no GPU: the ``nvidia-cuda-nvrtc`` wheel brings
+(the driver compiles PTX forward). The image is PTX, or a cubin (machine code, which needs no
+JIT in the driver, so also runs on a driver older than this NVRTC) when the options name a real
+architecture (``-arch=sm_90``). It needs no GPU: the ``nvidia-cuda-nvrtc`` wheel brings
 ``libnvrtc``. Kernels' symbols and parameters come from the PTX ``.entry`` directives; their
 signatures from the source's declarations where those agree with the PTX, else from the PTX alone.
 """
@@ -21,6 +23,7 @@ from ._types import Compiled, Target
 
 INSTALL = "pip install cuda-bindings nvidia-cuda-nvrtc (or offloadrt[cuda])"
 _ARCH_OPTION = re.compile(r"^(?:-arch|--gpu-architecture)(?:=|$)")
+_REAL_ARCH = re.compile(r"^(?:-arch|--gpu-architecture)=sm_\d+")
 
 
 def nvrtc_module() -> ModuleType:
@@ -96,15 +99,22 @@ def compile_cuda(source: str, options: Sequence[str], target: Target, name: str)
         status, = _call(nvrtc, "nvrtcCompileProgram", program, len(encoded), encoded)
         log = _log(nvrtc, program)
         _check(nvrtc, status, "nvrtcCompileProgram", log)
-        status, size = _call(nvrtc, "nvrtcGetPTXSize", program)
-        _check(nvrtc, status, "nvrtcGetPTXSize")
-        ptx = b" " * int(size)
-        status, = _call(nvrtc, "nvrtcGetPTX", program, ptx)
-        _check(nvrtc, status, "nvrtcGetPTX")
+        ptx = _output(nvrtc, program, "PTX")
+        image = _output(nvrtc, program, "CUBIN") if any(_REAL_ARCH.match(flag) for flag in flags) else ptx
     finally:
         _call(nvrtc, "nvrtcDestroyProgram", program)
     kernels, symbols = ptx_kernels(source, ptx.rstrip(b"\0").decode(errors="replace"))
-    return Compiled(ptx, kernels, symbols, log)
+    return Compiled(image, kernels, symbols, log)
+
+
+def _output(nvrtc: ModuleType, program: Any, kind: str) -> bytes:
+    """The program's PTX or CUBIN."""
+    status, size = _call(nvrtc, f"nvrtcGet{kind}Size", program)
+    _check(nvrtc, status, f"nvrtcGet{kind}Size")
+    data = b" " * int(size)
+    status, = _call(nvrtc, f"nvrtcGet{kind}", program, data)
+    _check(nvrtc, status, f"nvrtcGet{kind}")
+    return data
 
 
 def _log(nvrtc: ModuleType, program: Any) -> str:
