@@ -6,6 +6,7 @@ Not timed tests: no figure is checked, only that the run works and reports what 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -84,3 +85,21 @@ def test_failing_and_incomplete_modules_are_reported(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "| good | a figure | 1.50 us | 0.500 (its floor) | 3.00x | <= 5x |" in summary
     assert "## Errors" in summary and "bench_raises" in summary and "bench_no_collect" in summary
+
+
+def test_without_the_peer_its_figures_are_absent_with_the_reason(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "pyopencl"  # a pyopencl that cannot be imported hides the installed one
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden by the smoke test')\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(RUN_ALL), "--quick", "--out", str(out), "--only", "peer"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(shadow.parent)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    peer = json.loads((out / "results.json").read_text())["modules"]["bench_peer"]
+    assert peer["peer"]["available"] is False
+    assert "hidden by the smoke test" in peer["peer"]["reason"]
+    assert not any("PoCL" in entry["what"] or "PoCL" in (entry["floor_what"] or "") for entry in peer["rows"])
+    assert "peer enqueue_copy" not in peer["copy_sweep"]["GBps"]
+    assert "Peer absent: PyOpenCL is not installed" in (out / "summary.md").read_text()
+    assert (out / "copy_bandwidth.png").read_bytes()[:8] == PNG
