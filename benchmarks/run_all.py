@@ -393,7 +393,10 @@ def summary_markdown(results: dict[str, Any]) -> str:
 def _notes(result: dict[str, Any]) -> list[str]:
     """A module's ``notes`` (a string or a list of them): what it could not measure and why."""
     notes = result.get("notes") or []
-    return [notes] if isinstance(notes, str) else [str(note) for note in notes]
+    notes = [notes] if isinstance(notes, str) else [str(note) for note in notes]
+    if not result["rows"] and not notes:
+        notes = ["returned no rows, and no note saying why"]
+    return notes
 
 
 def _peer_table(peer: dict[str, Any]) -> list[str]:
