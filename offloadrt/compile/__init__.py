@@ -41,6 +41,7 @@ _KINDS = {PlatformBackend.HOST: "host", PlatformBackend.CUDA: "cuda", PlatformBa
 _GPUINTRIN = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]gpuintrin\.h[>"]', re.MULTILINE)
 _CXX_HINTS = re.compile(r'\bextern\s+"C"|\btemplate\s*<|\bnamespace\b|\bclass\b|::|\bstatic_cast\b|'
                         r'\breinterpret_cast\b|\busing\s+namespace\b')
+_CXX_WORDS = ('extern', "template", "namespace", "class", "::", "_cast", "using")  # a cheap first look
 _ATTRIBUTE_LISTS = re.compile(r"\[\[.*?\]\]", re.DOTALL)  # [[clang::...]] is C23 as well as C++
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _PORTABLE_MODULE = "offloadrt.compile._portable"
@@ -49,8 +50,10 @@ HOST = Target("host")
 
 def detect_lang(source: str, target: Target) -> str:
     """The language of ``source`` for ``target`` when none is given (see the module's docstring)."""
-    if _GPUINTRIN.search(source):
-        code = _ATTRIBUTE_LISTS.sub(" ", _signature.clean(source))
+    if "gpuintrin.h" in source and _GPUINTRIN.search(source):
+        if not any(word in source for word in _CXX_WORDS):
+            return "gpu-c"
+        code = _ATTRIBUTE_LISTS.sub(" ", _signature.clean(source))  # hints in comments and [[...]] do not count
         return "gpu-c++" if _CXX_HINTS.search(code) else "gpu-c"
     return _NATIVE[target.kind]
 
