@@ -66,6 +66,15 @@ OL_HOST_KERNEL shared_sum(const void *args, const ol_host_launch_t *l) {
   return 0;
 }
 
+/* Adds `add` to *cell once per work-group (groups of a launch may run at once: atomically). */
+struct add_args { uint32_t *cell; uint32_t add; uint32_t pad; };
+OL_HOST_KERNEL accumulate(const void *args, const ol_host_launch_t *l) {
+  const struct add_args *a = args;
+  (void)l;
+  __atomic_fetch_add(a->cell, a->add, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* In-order check: faults (7) unless *cell == expect, then counts it up. */
 struct step_args { uint32_t *cell; uint32_t expect; uint32_t pad; };
 OL_HOST_KERNEL step(const void *args, const ol_host_launch_t *l) {
@@ -218,6 +227,26 @@ def test_a_fault_inside_a_batch_fails_the_queue_at_that_launch(host, programs, w
         assert "kernel 'step' faulted: it returned 7" in str(error.__cause__)
         assert view[0] == faulty, f"{mode}: the launches before the fault ran, none after it"
         api.olDestroyQueue(queue)
+
+
+def test_equal_blobs_in_new_objects_and_many_different_blobs_launch_what_they_say(host, programs, words) -> None:
+    """Queued items are kept per blob content: a new bytes object equal to an earlier blob, more
+    different blobs than are kept, the same object again, across launch shapes, all add up."""
+    queue = api.olCreateQueue(host)
+    for mode in MODES:
+        accumulate = kernel(programs[mode], "accumulate")
+        address, view = words(1)
+        expected = 0
+        same = struct.pack("<QII", address, 1000, 0)
+        for i in range(600):
+            groups = 1 + i % 3
+            add = i % 97  # more distinct blobs than a shape keeps items of
+            blob = same if i % 5 == 0 else struct.pack("<QII", address, add, 0)
+            api.olLaunchKernel(queue, host, accumulate, blob, launch_args(groups))
+            expected += groups * (1000 if i % 5 == 0 else add)
+        api.olSyncQueue(queue)
+        assert view[0] == expected, mode
+    api.olDestroyQueue(queue)
 
 
 def test_many_queues_each_run_in_order(host, programs, words) -> None:

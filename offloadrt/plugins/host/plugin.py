@@ -52,6 +52,7 @@ class HostDevice(GenericDevice):
     host_allocations_pinned = False  # all its memory is plain host memory: registering is free anyway
     LAUNCH_STRUCT_CACHE = 1024
     FAST_SHAPES_PER_KERNEL = 64  # launch shapes a kernel's fast launcher remembers
+    FAST_BLOBS_PER_SHAPE = 64  # argument blobs (by content) it keeps the queue items of, per shape
 
     def _init_impl(self) -> None:
         self.pool = WorkerPool(compute_units(), f"host{next(self._device_numbers)}")
@@ -188,17 +189,22 @@ class HostDevice(GenericDevice):
         It takes a launch only when every check ``olLaunchKernel`` makes passes, and then queues
         the item the checked path would: the queue is healthy, the program loaded, the blob of the
         declared size, and the launch shape one this kernel has seen pass (a shape is checked on
-        its first launch and remembered). The item of the last blob of each shape is kept: a
-        launch with the very same ``bytes`` object queues it again, allocating nothing.
+        its first launch and remembered). Items are kept per shape and blob *content* (a launch
+        copies its blob, so equal blobs make equal launches): a launch with the very same
+        ``bytes`` object as the last one, or with an equal one, queues the kept item again,
+        allocating nothing. The kept item holds the first of the equal blobs, whose data the
+        batch runner reads.
         """
         assert isinstance(kernel, HostKernel)
         image = kernel.image
         args_size = kernel.args_size
         kernel_address = kernel.address
         batched, bytes_offset, pack = BATCHED_ITEMS, ARGS_OFFSET, pack_call
-        shapes: dict[tuple[int, ...], list[Any]] = {}  # shape -> [what its items need, last args, last item]
+        # shape -> [what its items need, last args, last item, {blob: its item}]
+        shapes: dict[tuple[int, ...], list[Any]] = {}
         prepare = self._prepare_fast_shape
         limit = self.FAST_SHAPES_PER_KERNEL
+        blobs_kept = self.FAST_BLOBS_PER_SHAPE
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
             if ai.failure is not None or image.unloaded:
@@ -214,12 +220,22 @@ class HostDevice(GenericDevice):
                 prepared = prepare(key)
                 if prepared is None:
                     return False
-                entry = [prepared, shapes, None]  # (a fresh object as "last args": no blob matches it)
+                entry = [prepared, shapes, None, {}]  # (a fresh object as "last args": no blob is it)
                 if len(shapes) < limit:
                     shapes[key] = entry
             if args is entry[1]:
                 item = entry[2]
             else:
+                kept = entry[3]
+                item = kept.get(args)
+                if item is not None:
+                    entry[1] = args
+                    entry[2] = item
+                    ai._items.append(item)
+                    if not ai._serving:
+                        ai.schedule()
+                    return True
+                blob = args
                 if not args:
                     if args_size:
                         return False
@@ -236,8 +252,10 @@ class HostDevice(GenericDevice):
                             prepared)
                 else:
                     item = (KERNEL, None, kernel, args, prepared)
-                entry[1] = args
+                entry[1] = blob
                 entry[2] = item
+                if len(kept) < blobs_kept:
+                    kept[blob] = item
             ai._items.append(item)
             if not ai._serving:
                 ai.schedule()
