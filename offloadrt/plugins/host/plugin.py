@@ -53,6 +53,7 @@ class HostDevice(GenericDevice):
     LAUNCH_STRUCT_CACHE = 1024
     FAST_SHAPES_PER_KERNEL = 64  # launch shapes a kernel's fast launcher remembers
     FAST_BLOBS_PER_SHAPE = 64  # argument blobs (by content) it keeps the queue items of, per shape
+    FAST_BLOB_KEPT_BYTES = 512  # larger blobs are not kept
 
     def _init_impl(self) -> None:
         self.pool = WorkerPool(compute_units(), f"host{next(self._device_numbers)}")
@@ -204,7 +205,7 @@ class HostDevice(GenericDevice):
         shapes: dict[tuple[int, ...], list[Any]] = {}
         prepare = self._prepare_fast_shape
         limit = self.FAST_SHAPES_PER_KERNEL
-        blobs_kept = self.FAST_BLOBS_PER_SHAPE
+        blobs_kept, largest_kept = self.FAST_BLOBS_PER_SHAPE, self.FAST_BLOB_KEPT_BYTES
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
             if ai.failure is not None or image.unloaded:
@@ -254,7 +255,7 @@ class HostDevice(GenericDevice):
                     item = (KERNEL, None, kernel, args, prepared)
                 entry[1] = blob
                 entry[2] = item
-                if len(kept) < blobs_kept:
+                if len(kept) < blobs_kept and (blob is None or len(blob) <= largest_kept):
                     kept[blob] = item
             ai._items.append(item)
             if not ai._serving:
