@@ -3,6 +3,7 @@ compiling at once, the folder it uses, a folder that cannot be written, and list
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -145,3 +146,19 @@ def test_entries_and_clear(cache_dir: Path) -> None:
     removed, freed = _cache.clear()
     assert removed == 3 and freed == sum(e.size for e in shown) + 4
     assert _cache.entries() == []
+
+
+def test_struct_and_array_signatures_come_back_from_the_cache(compiles: list[str]) -> None:
+    source = SOURCE + r"""
+typedef struct { int32_t a; double b; } pair_t;
+struct packed_args { float c[4]; pair_t p; double *out; };
+OL_HOST_KERNEL packed(const void *args, const ol_host_launch_t *launch) { (void)args; (void)launch; return 0; }
+OL_HOST_KERNEL_ARGS(packed, struct packed_args);
+"""
+    first = build(source).kernels["packed"]
+    hit = build(source).kernels["packed"]
+    assert compiles == ["c"]
+    assert first is not None and hit is not None
+    assert ctypes.sizeof(hit[0]) == 16 and hit[0]._length_ == 4
+    assert [name for name, _ in hit[1]._fields_] == ["a", "b"] and hit[2] == "ptr"
+    assert hit[1] is first[1]  # the same ctypes type in one process
