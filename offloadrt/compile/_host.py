@@ -48,7 +48,7 @@ def compile_host_c(source: str, options: Sequence[str], name: str) -> Compiled:
     compiler = _tools.find_c_compiler()
     with tempfile.TemporaryDirectory(prefix="offloadrt-cc-") as work:
         source_path = Path(work) / f"{name}.c"
-        source_path.write_text(source)
+        source_path.write_text(source, encoding="utf-8")
         output = Path(work) / f"{name}.so"
         command = [*compiler, *BASE_FLAGS, "-I", include_dir(), *options, str(source_path), "-o", str(output)]
         log = _tools.run(command, f"compiling host C kernel source {name}.c", work)
