@@ -202,52 +202,55 @@ class HostQueue(AsyncInfo):
     def serve(self, pool: WorkerPool) -> None:
         """Run items until the queue is empty, suspended, or owes other ready queues a turn."""
         items = self._items
-        set_host_function_queue(self)  # host functions of this queue run on this thread now
+        done = 0
+        while True:
+            if not items:
+                self._serving = False
+                self._claim.release()
+                if items and self._claim.acquire(False):  # appended after we looked: ours again
+                    self._serving = True
+                    continue
+                return
+            if done >= FAIR_SHARE and pool.ready:
+                pool.ready.append(self)  # let the other ready queues have a turn; the claim stays
+                return
+            if self.failure is not None:
+                done += self._skip_one(items)
+                continue
+            item = items[0]
+            tag = item[0]
+            if tag is KERNEL:
+                done += self._run_kernels(items, item)
+                continue
+            if tag is WAIT:
+                event = item[1]
+                if not event.latch.is_open and event.suspend(self):
+                    return  # the event hands the queue back to the pool, still claimed
+                if event.failure is not None:
+                    self.adopt(event.failure)
+            elif tag is CALL:
+                try:
+                    item[1](item[2])
+                except BaseException as exc:  # noqa: BLE001  # the queue fails; the worker goes on
+                    self.fail(_host_function_error(exc))
+            elif tag is HOST_FUNCTION:
+                self._run_host_function(pool, item)
+            else:  # LAUNCH
+                self._run_launch(pool, item)
+            items.popleft()
+            done += 1
+
+    def _run_host_function(self, pool: WorkerPool, item: tuple[Any, ...]) -> None:
+        """Call a user's host function; while it runs, the API knows this thread runs one (and
+        refuses to wait in it) and the pool does not count this worker."""
+        set_host_function_queue(self)
+        pool.enter_blocking()
         try:
-            done = 0
-            while True:
-                if not items:
-                    self._serving = False
-                    self._claim.release()
-                    if items and self._claim.acquire(False):  # appended after we looked: ours again
-                        self._serving = True
-                        continue
-                    return
-                if done >= FAIR_SHARE and pool.ready:
-                    pool.ready.append(self)  # let the other ready queues have a turn; the claim stays
-                    return
-                if self.failure is not None:
-                    done += self._skip_one(items)
-                    continue
-                item = items[0]
-                tag = item[0]
-                if tag is KERNEL:
-                    done += self._run_kernels(items, item)
-                    continue
-                if tag is WAIT:
-                    event = item[1]
-                    if not event.latch.is_open and event.suspend(self):
-                        return  # the event hands the queue back to the pool, still claimed
-                    if event.failure is not None:
-                        self.adopt(event.failure)
-                elif tag is CALL:
-                    try:
-                        item[1](item[2])
-                    except BaseException as exc:  # noqa: BLE001  # the queue fails; the worker goes on
-                        self.fail(_host_function_error(exc))
-                elif tag is HOST_FUNCTION:
-                    pool.enter_blocking()
-                    try:
-                        item[1](item[2])
-                    except BaseException as exc:  # noqa: BLE001
-                        self.fail(_host_function_error(exc))
-                    finally:
-                        pool.leave_blocking()
-                else:  # LAUNCH
-                    self._run_launch(pool, item)
-                items.popleft()
-                done += 1
+            item[1](item[2])
+        except BaseException as exc:  # noqa: BLE001  # the queue fails; the worker goes on
+            self.fail(_host_function_error(exc))
         finally:
+            pool.leave_blocking()
             set_host_function_queue(None)
 
     def _skip_one(self, items: deque[tuple[Any, ...]]) -> int:
