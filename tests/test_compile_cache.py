@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,23 @@ OL_HOST_KERNEL_ARGS(packed, struct packed_args);
     assert ctypes.sizeof(hit[0]) == 16 and hit[0]._length_ == 4
     assert [name for name, _ in hit[1]._fields_] == ["a", "b"] and hit[2] == "ptr"
     assert hit[1] is first[1]  # the same ctypes type in one process
+
+
+def test_threads_compiling_the_same_source_at_once(cache_dir: Path) -> None:
+    source = SOURCE + "// threads\n"
+    results: list[Compiled] = []
+    errors: list[BaseException] = []
+
+    def compile_it() -> None:
+        try:
+            results.append(build(source))
+        except BaseException as exc:  # noqa: BLE001  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=compile_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and len(results) == 4
+    assert len({r.image for r in results}) == 1 and len(list(cache_dir.glob("*.olrtc"))) == 1
