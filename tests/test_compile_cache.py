@@ -182,4 +182,5 @@ def test_threads_compiling_the_same_source_at_once(cache_dir: Path) -> None:
     for thread in threads:
         thread.join(60)
     assert not errors and len(results) == 4
-    assert len({r.image for r in results}) == 1 and len(list(cache_dir.glob("*.olrtc"))) == 1
+    assert all(r.kernels == {"k": ("float64", "ptr")} for r in results)
+    assert len(list(cache_dir.glob("*.olrtc"))) == 1 and not list(cache_dir.glob(".*.tmp"))
