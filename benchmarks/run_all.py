@@ -128,6 +128,7 @@ def machine_info() -> dict[str, Any]:
         "system": platform.platform(),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
+        "load_average_at_start": _load_average(),
     }
     for package, key in (("numpy", "numpy"), ("offloadrt", "offloadrt"), ("pyopencl", "pyopencl"),
                          ("matplotlib", "matplotlib")):
@@ -144,6 +145,14 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.CalledProcessError):
         info["git_commit"] = None
     return info
+
+
+def _load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages: other work on the machine makes figures noisy."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _cpu_model() -> str:
@@ -337,6 +346,10 @@ def _number(value: float | None) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
+def _loads(values: list[float] | None) -> str:
+    return "unknown" if not values else "/".join(f"{value:.2f}" for value in values)
+
+
 def _rate(us: float) -> str:
     """Microseconds per launch, with the launch rate."""
     return f"{_number(us)} ({_number(1 / us)} M/s)"
@@ -354,6 +367,8 @@ def summary_markdown(results: dict[str, Any]) -> str:
         f"{machine['date']}, {machine['cpu']} ({machine['cores']} cores), Python {machine['python']}, "
         f"NumPy {machine['numpy']}, offloadrt {machine['offloadrt']}, PyOpenCL {machine['pyopencl']}"
         + (", quick run (small sizes, few repeats)" if results["quick"] else "") + ".",
+        f"Load average (1/5/15 min) {_loads(machine.get('load_average_at_start'))} at the start, "
+        f"{_loads(machine.get('load_average_at_end'))} at the end (other work on the machine makes figures noisy).",
         f"Commit {machine['git_commit']}. Reproduce: `python benchmarks/run_all.py"
         + (" --quick" if results["quick"] else "") + "`.",
         "",
@@ -475,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             modules[path.stem] = result
             print(f"{len(result['rows'])} rows ({took:.1f} s)", flush=True)
     plots, skipped = plot_all(modules, args.out, machine)
+    machine["load_average_at_end"] = _load_average()
     source = scaling_source(modules)
     results = {"machine": machine, "quick": args.quick, "modules": modules, "errors": errors, "failed": failed,
                "seconds": seconds, "plots": plots, "plots_skipped": skipped,
