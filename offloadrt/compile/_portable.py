@@ -23,10 +23,13 @@ error, never a silently shared variable.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
 import struct
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,25 +52,56 @@ WRAPPER_NAME = "<offloadrt host wrapper>"
 WRAPPER_HINT = ("\nnote: the errors in the <offloadrt host wrapper> are in the code offloadrt generates to call each "
                 "kernel on the host: kernels declared in a namespace or as templates cannot be called from there "
                 "(declare them at file scope; docs/portable-kernels.md)")
+_identities: dict[tuple[Any, ...], tuple[str, tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+_identities_lock = threading.Lock()  # guards _identities
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
 SOURCE_NAME = {"c": "kernel.c", "c++": "kernel.cpp"}
 
 
 def toolchain_identity(target: Target) -> str:
     """The compiler (and linker) path and version used for ``target``, and for the host the
-    digest of offloadrt's host headers and wrapper generator: what the cache keys on."""
+    digest of offloadrt's host headers and wrapper generator: what the cache keys on. Kept per
+    target and environment while the tools are unchanged (a cached compile asks for it each time)."""
     _check_target(target)
+    key = (target.kind, target.arch, os.environ.get("OFFLOADRT_CLANG"), os.environ.get("OFFLOADRT_LLD"),
+           os.environ.get("PATH"))
+    with _identities_lock:
+        known = _identities.get(key)
+    if known is not None and _stamps(known[1]) == known[2]:
+        return known[0]
     clang = _clang.clang()
     parts = [f"{clang.path}: {clang.banner}"]
+    files = [clang.path]
     if target.kind == "amdgpu":
         lld = _clang.lld(clang)
         parts.append(f"{lld.path}: {lld.banner}")
+        files.append(lld.path)
     if target.kind == "host":
-        digest = hashlib.sha256(str(GENERATOR).encode())
-        for header in sorted(GPU_INCLUDE.glob("*.h")) + [INCLUDE / "offloadrt" / "host_kernel.h"]:
-            digest.update(header.read_bytes())
-        parts.append(f"host gpuintrin {digest.hexdigest()[:16]}")
-    return " | ".join(parts)
+        parts.append(f"host gpuintrin {_headers_digest()}")
+    identity = " | ".join(parts)
+    with _identities_lock:
+        _identities[key] = (identity, tuple(files), _stamps(tuple(files)))
+    return identity
+
+
+@functools.lru_cache(maxsize=1)
+def _headers_digest() -> str:
+    """offloadrt's host headers and wrapper generator (read once: they are the package's own files)."""
+    digest = hashlib.sha256(str(GENERATOR).encode())
+    for header in sorted(GPU_INCLUDE.glob("*.h")) + [INCLUDE / "offloadrt" / "host_kernel.h"]:
+        digest.update(header.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _stamps(files: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    stamps = []
+    for path in files:
+        try:
+            status = os.stat(path)
+        except OSError:
+            return ()
+        stamps.append((status.st_mtime_ns, status.st_size))
+    return tuple(stamps)
 
 
 def _check_target(target: Target) -> None:
