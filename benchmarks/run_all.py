@@ -257,10 +257,11 @@ COPY_STYLES = {  # series name -> (label, style); the floors dashed
 def _plot_copy(plt: Any, peer: dict[str, Any], path: Path, title: str) -> None:
     sweep = peer["copy_sweep"]
     sizes = sweep["sizes"]
-    figure, axes = plt.subplots(figsize=(8, 4.5))
-    for name, values in sweep["GBps"].items():
+    figure, axes = plt.subplots(figsize=(8, 5.2))
+    order = [name for name in COPY_STYLES if name in sweep["GBps"]]  # ours, the peer, then the floors
+    for name in order + [name for name in sweep["GBps"] if name not in COPY_STYLES]:
         label, style = COPY_STYLES.get(name, (name, "x-"))
-        axes.plot(sizes, values, style, label=label)
+        axes.plot(sizes, sweep["GBps"][name], style, label=label)
     axes.set_xscale("log", base=2)
     axes.set_xticks(sizes, [_size_label(size) for size in sizes], rotation=30)
     axes.set_xlabel("bytes per copy (host to host)")
@@ -270,7 +271,7 @@ def _plot_copy(plt: Any, peer: dict[str, Any], path: Path, title: str) -> None:
     if not peer["peer"]["available"]:
         axes.text(0.01, 0.97, f"peer absent: {peer['peer']['reason']}", transform=axes.transAxes, fontsize=7,
                   va="top", wrap=True)
-    axes.legend(fontsize=8, loc="lower right")
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)  # below: no data hidden
     axes.set_title(f"Copy bandwidth against size\n{title}", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
