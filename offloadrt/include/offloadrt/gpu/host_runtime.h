@@ -59,6 +59,9 @@ typedef struct {
 } __ol_gpu_context;
 #endif
 
+#ifndef __OFFLOADRT_HOST_GUARDS
+#define __OFFLOADRT_HOST_GUARDS 8192 /* stacks with a guard page, at most, per program */
+#endif
 #ifndef __OFFLOADRT_HOST_STACK
 #define __OFFLOADRT_HOST_STACK (256 * 1024) /* bytes of stack per fiber (reserved, touched as used) */
 #endif
@@ -92,6 +95,7 @@ struct __ol_gpu_scheduler {
   unsigned char *stacks;
   size_t stacks_bytes;
   uint32_t capacity;    /* fibers (and stacks) mapped */
+  uint32_t guarded;     /* of them, the stacks with a guard page (the first ones) */
   uint32_t count;       /* items of the running group */
   void (*item)(const void *);
   const void *args;
@@ -101,6 +105,7 @@ struct __ol_gpu_scheduler {
 static __thread struct __ol_gpu_scheduler *__ol_gpu_thread_scheduler;
 static struct __ol_gpu_scheduler *__ol_gpu_schedulers; /* guarded by __ol_gpu_schedulers_lock */
 static int __ol_gpu_schedulers_lock;
+static uint32_t __ol_gpu_guards; /* guard pages mapped by all threads (atomic) */
 
 #define __OL_RT static __attribute__((unused))
 
@@ -139,9 +144,19 @@ __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
         munmap(stacks, stacks_bytes);
       return 0;
     }
-    for (uint32_t i = 0; i < count; ++i) /* a guard page under each stack: overflow faults */
-      mprotect(stacks + (size_t)i * stack, page, PROT_NONE);
+    /* A guard page under each stack: an overflow faults. Each guard splits the mapping, and a
+     * process has a limited number of mappings (vm.max_map_count, 65530 by default), so at most
+     * __OFFLOADRT_HOST_GUARDS stacks of the program are guarded at once (over all threads). */
+    uint32_t guarded = 0;
+    while (guarded < count &&
+           __atomic_add_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED) <= __OFFLOADRT_HOST_GUARDS) {
+      mprotect(stacks + (size_t)guarded * stack, page, PROT_NONE);
+      ++guarded;
+    }
+    if (guarded < count)
+      __atomic_sub_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED);
     if (s->fibers) {
+      __atomic_sub_fetch(&__ol_gpu_guards, s->guarded, __ATOMIC_RELAXED);
       munmap(s->fibers, s->fibers_bytes);
       munmap(s->stacks, s->stacks_bytes);
     }
@@ -150,6 +165,7 @@ __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
     s->stacks = stacks;
     s->stacks_bytes = stacks_bytes;
     s->capacity = count;
+    s->guarded = guarded;
   }
   return s;
 }
