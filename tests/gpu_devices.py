@@ -27,9 +27,9 @@ import offloadrt
 from offloadrt import DeviceInfo, Dimensions, KernelLaunchSizeArgs, PlatformBackend, PlatformInfo, SymbolKind, api
 
 # What both programs hold: foo, composite, mixed, read_table over an initialised table, big_shared
-# (dynamic shared memory), spin (a busy wait of a number of clock ticks, then a flag), trap_kernel.
-CUDA_KERNELS = rb"""
-extern "C" __device__ unsigned int table[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+# (dynamic shared memory); each vendor's adds spin (a busy wait of a number of clock ticks, then a
+# flag) and trap_kernel in its own dialect, and the AMD program the kernels only its tests use.
+_SHARED_KERNELS = rb"""
 extern "C" __global__ void foo(unsigned int *out) {
   unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
   out[i] = i;
@@ -52,6 +52,11 @@ extern "C" __global__ void big_shared(unsigned int *out, unsigned int words) {
   __syncthreads();
   if (threadIdx.x == 0) { unsigned int s = 0; for (unsigned int i = 0; i < words; ++i) s += shared[i]; *out = s; }
 }
+"""
+
+CUDA_KERNELS = rb"""
+extern "C" __device__ unsigned int table[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+""" + _SHARED_KERNELS + rb"""
 extern "C" __global__ void spin(unsigned long long cycles, unsigned int *flag) {
   unsigned long long start = clock64();
   while (clock64() - start < cycles) {}
@@ -64,10 +69,7 @@ AMD_KERNELS = rb"""
 extern "C" {
 __device__ unsigned int table[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 }
-extern "C" __global__ void foo(unsigned int *out) {
-  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-  out[i] = i;
-}
+""" + _SHARED_KERNELS + rb"""
 extern "C" __global__ void grid3d(unsigned int *out) {
   unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
   unsigned int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -75,25 +77,7 @@ extern "C" __global__ void grid3d(unsigned int *out) {
   unsigned int w = gridDim.x * blockDim.x, h = gridDim.y * blockDim.y;
   out[(z * h + y) * w + x] = (z << 16) | (y << 8) | x;
 }
-struct Pair { unsigned int a, b; };
-extern "C" __global__ void composite(unsigned char n, Pair f, unsigned int *out) {
-  out[threadIdx.x] = n + f.a + f.b + threadIdx.x;
-}
-extern "C" __global__ void mixed(unsigned char tag, unsigned long long big, unsigned short half,
-                                 unsigned int *out) {
-  out[0] = tag;
-  out[1] = (unsigned int)big;
-  out[2] = (unsigned int)(big >> 32);
-  out[3] = half;
-}
 extern "C" __global__ void store(unsigned int *out, unsigned int value) { *out = value; }
-extern "C" __global__ void read_table(unsigned int *out) { out[threadIdx.x] = table[threadIdx.x] * 2u; }
-extern "C" __global__ void big_shared(unsigned int *out, unsigned int words) {
-  extern __shared__ unsigned int shared[];
-  for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) shared[i] = i;
-  __syncthreads();
-  if (threadIdx.x == 0) { unsigned int s = 0; for (unsigned int i = 0; i < words; ++i) s += shared[i]; *out = s; }
-}
 extern "C" __global__ void spin(unsigned long long ticks, unsigned int *flag) {
   long long start = wall_clock64();  // a constant-rate counter, unlike the shader clock
   while ((unsigned long long)(wall_clock64() - start) < ticks) {}

@@ -90,10 +90,7 @@ def cuMemHostRegister(p: Any, bytesize: int, Flags: int) -> tuple[()]:
 def cuMemHostUnregister(p: Any) -> tuple[()]:
     st = r.STATE
     st.current()
-    host = address(p)
-    with st.lock:
-        if st.unregister_host_locked(host) is None:
-            raise fail(713, f"cuMemHostUnregister: {host:#x} is not the base of registered host memory")
+    ops.unregister_host(st, address(p), "cuMemHostUnregister")
     return ()
 
 
@@ -105,18 +102,18 @@ def cuMemHostGetDevicePointer(p: Any, Flags: int) -> tuple[Any]:
     if unsigned(Flags, 32, "unsigned int") != 0:
         raise fail(1, "cuMemHostGetDevicePointer: Flags must be 0")
     with st.lock:
-        registration = st.registration_locked(host)
-        if registration is None:
-            alloc = st.find_locked(host, 1)
-            if alloc is not None and alloc.kind == "host":
-                return (CUdeviceptr(host),)  # unified addressing: pinned allocations keep their address
-            raise fail(1, f"cuMemHostGetDevicePointer: {host:#x} is not in mapped, page-locked host memory")
+        found = st.mapped_locked(host)
+    if found is None:
+        raise fail(1, f"cuMemHostGetDevicePointer: {host:#x} is not in mapped, page-locked host memory")
+    device_ptr, registration = found
+    if registration is None:  # a pinned allocation
+        return (CUdeviceptr(device_ptr),)
     if not registration.flags & CU_MEMHOSTREGISTER_DEVICEMAP:
         raise fail(1, f"cuMemHostGetDevicePointer: {host:#x} was registered without CU_MEMHOSTREGISTER_DEVICEMAP")
     if registration.ctx is not ctx and not registration.flags & CU_MEMHOSTREGISTER_PORTABLE:
         raise fail(1, f"cuMemHostGetDevicePointer: {host:#x} was registered for another context only "
                       f"(without CU_MEMHOSTREGISTER_PORTABLE)")
-    return (CUdeviceptr(registration.device_ptr + (host - registration.host)),)
+    return (CUdeviceptr(device_ptr),)
 
 
 def _copy(dst: Any, src: Any, size: Any, stream: Any, check_dst: bool, check_src: bool) -> tuple[()]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from standin_common import engine as e
+from standin_common import operations as ops
 from standin_common.calls import Frontend
 from standin_common.controls import DriverError, fail
 
@@ -121,10 +122,4 @@ def lookup(table: dict[int, Any], handle: Any, what: str) -> Any:
 def check_range(st: e.State, ptr: int, size: int, what: str) -> int:
     """The host address a device-side access of ``[ptr, +size)`` touches (an allocation, or
     registered host memory at its host or device address); INVALID_VALUE for anything else."""
-    if size == 0:
-        return ptr
-    with st.lock:
-        found = st.resolve_locked(ptr, size)
-    if found is None:
-        raise fail(1, f"{what} [{ptr:#x}, +{size}) is not inside a driver allocation or registered host memory")
-    return int(found[0])
+    return ops.device_range(st, ptr, size, what, "a driver allocation")[0]

@@ -22,16 +22,10 @@ from ._convert import CInt, CUChar, CUInt, CUShort, Ptr, SizeT
 def _touch(st: e.State, address: int, size: int, what: str) -> int:
     """``[address, +size)`` must be HIP memory of a device that still works, or registered host
     memory; the host address the access touches."""
-    if size == 0:
-        return address
-    with st.lock:
-        found = st.resolve_locked(address, size)
-    if found is None:
-        raise fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation or registered host memory")
-    host, device = found
+    host, device = ops.device_range(st, address, size, what, "a HIP allocation")
     if device is not None:
         r.usable(device.context)
-    return int(host)
+    return host
 
 
 def _copy(dst: int, src: int, size: int, stream: int, check_dst: bool, check_src: bool) -> tuple[()]:

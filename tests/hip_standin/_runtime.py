@@ -150,13 +150,3 @@ def lookup(table: dict[int, Any], handle: int, what: str) -> Any:
     if found is None:
         raise fail(400, f"unknown or destroyed {what} {handle:#x}")  # hipErrorInvalidHandle
     return found
-
-
-def check_range(st: e.State, address: int, size: int, what: str) -> None:
-    """``[address, address + size)`` must lie inside one allocation (hipErrorInvalidValue)."""
-    if size == 0:
-        return
-    with st.lock:
-        found = st.find_locked(address, size)
-    if found is None:
-        raise fail(1, f"{what} [{address:#x}, +{size}) is not inside a HIP allocation")

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from standin_common import operations as ops
 from standin_common.controls import DriverError, fail
 
 from . import _runtime as r
@@ -301,9 +302,7 @@ def hipHostRegister(hostPtr: Ptr, sizeBytes: SizeT, flags: CUInt) -> tuple[()]:
 def hipHostUnregister(hostPtr: Ptr) -> tuple[()]:
     st = r.STATE
     r.current(st)
-    with st.lock:
-        if st.unregister_host_locked(hostPtr) is None:
-            raise fail(713, f"hipHostUnregister: {hostPtr:#x} is not the base of registered host memory")
+    ops.unregister_host(st, hostPtr, "hipHostUnregister")
     return ()
 
 
@@ -314,13 +313,10 @@ def hipHostGetDevicePointer(hstPtr: Ptr, flags: CUInt) -> tuple[int]:
     if flags != 0:
         raise fail(1, "hipHostGetDevicePointer: flags must be 0")
     with st.lock:
-        registration = st.registration_locked(hstPtr)
-        if registration is None:
-            alloc = st.find_locked(hstPtr, 1)
-            if alloc is not None and alloc.kind == "host":
-                return (hstPtr,)
-            raise fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
-    return (registration.device_ptr + (hstPtr - registration.host),)
+        found = st.mapped_locked(hstPtr)
+    if found is None:
+        raise fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
+    return (found[0],)
 
 
 @r.api()

@@ -203,6 +203,16 @@ class MemoryTables:
         registration = self.registered[self.registered_starts[index]]
         return registration if address + max(size, 1) <= registration.host + registration.size else None
 
+    def mapped_locked(self, host: int) -> tuple[int, HostRegistration | None] | None:
+        """Where devices reach the page-locked host byte at ``host``: (its device address, the
+        registration holding it, or None for a pinned allocation, which unified addressing maps
+        at its host address), or None if ``host`` is not page-locked."""
+        registration = self.registration_locked(host)
+        if registration is not None:
+            return registration.device_ptr + (host - registration.host), registration
+        alloc = self.find_locked(host, 1)
+        return (host, None) if alloc is not None and alloc.kind == "host" else None
+
     def _alias_locked(self, address: int, size: int) -> HostRegistration | None:
         index = bisect_right(self.alias_starts, address) - 1
         if index < 0:

@@ -9,6 +9,7 @@ INVALID_HANDLE (400), and a context's sticky fault or a stream's asynchronous on
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 from .controls import DriverError, fail
 from .engine import NOT_READY, Context, Event, Op, State, Stream, new_handle
@@ -99,7 +100,30 @@ def launch_host_function(st: State, queue: Stream | None, ctx: Context, function
     st.enqueue(queue, ctx, Op("host", run, keep=keep))
 
 
-# ---- memory work -----------------------------------------------------------------------------------
+# ---- memory ----------------------------------------------------------------------------------------
+
+NOT_REGISTERED = 713  # CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED and hipErrorHostMemoryNotRegistered alike
+
+
+def device_range(st: State, address: int, size: int, what: str, memory: str) -> tuple[int, Any]:
+    """What a device-side access of ``[address, +size)`` touches: (host address, the device whose
+    memory it is, None for registered host memory); INVALID_VALUE (1) naming ``what`` if it is not
+    inside an allocation (``memory`` says whose) or registered host memory. Zero bytes touch nothing."""
+    if size == 0:
+        return address, None
+    with st.lock:
+        found = st.resolve_locked(address, size)
+    if found is None:
+        raise fail(1, f"{what} [{address:#x}, +{size}) is not inside {memory} or registered host memory")
+    return int(found[0]), found[1]
+
+
+def unregister_host(st: State, host: int, call: str) -> None:
+    """Make the registration that starts at ``host`` pageable again; NOT_REGISTERED otherwise."""
+    with st.lock:
+        if st.unregister_host_locked(host) is None:
+            raise fail(NOT_REGISTERED, f"{call}: {host:#x} is not the base of registered host memory")
+
 
 def copy(st: State, queue: Stream | None, ctx: Context, to: int, frm: int, count: int, keep: object) -> None:
     """Queue a copy of ``count`` bytes (host addresses, checked by the caller)."""
