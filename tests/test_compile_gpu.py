@@ -246,3 +246,21 @@ def test_a_lang_for_another_backend_is_refused(amd: offloadrt.Device) -> None:
     with pytest.raises(OffloadError) as info:
         amd.compile(SAXPY_CUDA, (), "cuda")
     assert info.value.code == ErrorCode.UNSUPPORTED and "'hip'" in info.value.details
+
+
+def test_the_real_hiprtc_without_libhiprtc_says_what_to_install() -> None:
+    from offloadrt.compile import _hiprtc
+
+    try:
+        real = _hiprtc.hiprtc_module()
+    except OffloadError:
+        pytest.skip("hip-python is not installed")
+    try:
+        real.hiprtcVersion()
+    except RuntimeError:
+        pass  # libhiprtc.so is absent, as on the test machines
+    else:
+        pytest.skip("libhiprtc.so is installed here")
+    with pytest.raises(OffloadError) as info:
+        build(SAXPY_HIP, (), "hip", Target("amdgpu", "gfx90a"))
+    assert info.value.code == ErrorCode.HOST_TOOL_NOT_FOUND and "libhiprtc" in info.value.details
