@@ -13,8 +13,8 @@ Rows (each against a floor measured in the same run):
   and a cached one;
 - once the portable ``<gpuintrin.h>`` path and clang are there: a cached portable compile, and a
   barrier-free portable saxpy on the host device against the same kernel written by hand to the
-  host kernel ABI, both built by the same clang at -O3 (goal: the portable kernel at >= 0.9x the hand-written one's speed, i.e. a
-  time ratio <= 1.11).
+  host kernel ABI, both built by the same clang at -O3 (goal: the portable kernel at >= 0.9x the
+  hand-written one's speed, i.e. a time ratio <= 1.11).
 
 The cache of this run is a temporary folder, removed at the end.
 """
