@@ -323,19 +323,24 @@ def _bindings_costs(vendor: str, raw: _Raw, function: Any, dptr: int, hptr: int,
     c_sync = entry(names[2], vp)
     function_address, stream_address = int(function), int(stream)
     launch, htod, sync = raw.launch, raw.htod, raw.stream_sync
+    bare = "ctypes call of the same C entry point"
+    objects = f"{names[0]} given the bindings' handle objects"
     pairs = {
         names[0]: (lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, stream, None, 0),
-                   lambda: c_launch(function_address, 1, 1, 1, 32, 1, 1, 0, stream_address, None, None)),
-        names[1]: (lambda: htod(dptr, hptr, 8, stream), lambda: c_copy(dptr, hptr, 8, stream_address)),
-        names[2]: (lambda: sync(stream), lambda: c_sync(stream_address)),
+                   lambda: c_launch(function_address, 1, 1, 1, 32, 1, 1, 0, stream_address, None, None), bare),
+        f"{names[0]} given int handles": (
+            lambda: launch(function_address, 1, 1, 1, 32, 1, 1, 0, stream_address, None, 0),
+            lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, stream, None, 0), objects),
+        names[1]: (lambda: htod(dptr, hptr, 8, stream), lambda: c_copy(dptr, hptr, 8, stream_address), bare),
+        names[2]: (lambda: sync(stream), lambda: c_sync(stream_address), bare),
     }
     costs: dict[str, Any] = {}
-    for call, (binding, bare) in pairs.items():
-        timings = {"bindings": _per_op(count, binding), "ctypes": _per_op(count, bare)}
+    for call, (binding, reference, reference_what) in pairs.items():
+        timings = {"bindings": _per_op(count, binding), "reference": _per_op(count, reference)}
         for run in timings.values():
             run()
         best = alternate(repeats, timings)
-        costs[call] = {side: seconds * 1e6 for side, seconds in best.items()}
+        costs[call] = {**{side: seconds * 1e6 for side, seconds in best.items()}, "reference_what": reference_what}
     raw.stream_destroy(stream)
     return costs
 
@@ -385,7 +390,7 @@ def make_rows(vendor: str, measured: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(row(NAME, f"{label} {what}: added above the plugin (api + common)", ours - plugin, "us"))
     for call, figures in measured["bindings"].items():
         rows.append(row(NAME, f"{label} bindings: {call} over the null driver", figures["bindings"], "us",
-                        figures["ctypes"], "ctypes call of the same C entry point"))
+                        figures["reference"], figures["reference_what"]))
     return rows
 
 

@@ -36,7 +36,7 @@ def _run_host_call(key: int | None) -> None:
     # The driver forbids calls into itself from its callback thread: GpuDeviceCore.enter refuses them
     # while the vendor's token says a host function runs here (the fast path sees a mismatch).
     state = type(device).thread_state
-    token = getattr(state, "token", None)
+    token = state.token
     state.token = IN_HOST_FUNCTION
     set_host_function_queue(queue)
     try:
