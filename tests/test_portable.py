@@ -347,6 +347,21 @@ def test_cxx_kernels_are_found_by_their_source_name() -> None:
     assert host.symbols == {} and set(host.kernels) == {"mangled", "plain"}
 
 
+def test_device_compile_takes_portable_cxx(host: offloadrt.Device, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through Device.compile (the language found from the source), a C++-linkage kernel by its name."""
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", str(tmp_path))
+    source = ('#include <gpuintrin.h>\n#include <stdint.h>\n'
+              'template <typename T> static T twice(T v) { return v + v; }\n'
+              '__gpu_kernel void mangled(uint32_t *out, uint16_t v) { out[__gpu_thread_id_x()] = twice(v); }\n')
+    kernel = host.compile(source).kernel("mangled")
+    assert kernel.signature == ("ptr", "uint16")
+    out = on(host, np.zeros(8, np.uint32))
+    with host.queue() as queue:
+        queue.launch(kernel, 1, 8, out, 21)
+    assert (out.numpy() == 42).all()
+
+
 @needs_lld
 def test_amdgpu_build() -> None:
     compiled = _portable.compile_portable(FEATURES, [], "gpu-c", AMDGPU)

@@ -9,7 +9,7 @@
  * - a kernel that never reaches a barrier or a lane operation runs its items as a plain loop;
  * - a kernel that does (__gpu_sync_threads, __gpu_sync_lane, __gpu_ballot, shuffles, matches,
  *   lane sums and scans, __gpu_lane_mask, __gpu_read_first_lane_*, __gpu_exit,
- *   __gpu_thread_suspend) runs its items as fibers (ucontext) on one thread, which switch at
+ *   __gpu_thread_suspend) runs its items as fibers on one thread, which switch at
  *   those calls (offloadrt/gpu/host_runtime.h).
  *
  * A wavefront is __OFFLOADRT_HOST_LANES consecutive items (in x, then y, then z order): 32
