@@ -301,3 +301,26 @@ def _blob_size(signature: tuple[Any, ...]) -> int:
         offset = (offset + align - 1) // align * align + size
         largest = max(largest, align)
     return (offset + largest - 1) // largest * largest if offset else 0
+
+
+def test_device_compile_on_a_stand_in_finds_cxx_kernels_by_source_name(
+        gpu: offloadrt.Device, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device.compile picks the stand-in GPU's architecture; a C++-linkage kernel is found by its
+    source name and launched under its mangled symbol."""
+    import cuda_standin
+    import hip_standin
+
+    if gpu.backend == offloadrt.PlatformBackend.AMDGPU and _missing(True):
+        pytest.skip(f"needs ld.lld: {_missing(True)}")
+    monkeypatch.setenv("OFFLOADRT_CACHE_DIR", str(tmp_path))
+    standin = cuda_standin if gpu.backend == offloadrt.PlatformBackend.CUDA else hip_standin
+    source = ('#include <gpuintrin.h>\n#include <stdint.h>\n'
+              '__gpu_kernel void fill(uint32_t *out, uint32_t value) { out[__gpu_thread_id_x()] = value; }\n')
+    seen: list[bytes] = []
+    standin.register_kernel("_Z4fillPjj", lambda params, grid, block, shared, device: seen.append(bytes(params)))
+    kernel = gpu.compile(source, lang="gpu-c++").kernel("fill")
+    assert kernel.signature == ("ptr", "uint32")
+    out = gpu.allocate(64)
+    with gpu.queue() as queue:
+        queue.launch(kernel, 1, 16, out, 9)
+    assert seen == [struct.pack("<QI4x", out.ptr, 9)]
