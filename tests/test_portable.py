@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import offloadrt
 from offloadrt import ErrorCode, OffloadError
@@ -143,6 +145,31 @@ def test_lane_operations_act_on_wavefronts_of_32(program: offloadrt.Program, hos
     rows, fsums = lane_model(items, 32)
     assert (out.numpy().reshape(items, 8) == rows).all()
     assert np.allclose(sums.numpy(), fsums)
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=st.tuples(st.integers(1, 9), st.integers(1, 5), st.integers(1, 3)))
+def test_lanes_over_any_group_shape(program: offloadrt.Program, shape: tuple[int, int, int]) -> None:
+    """Wavefronts are 32 consecutive items in x, then y, then z order, whatever the group's shape."""
+    host = offloadrt.device("host")
+    items = shape[0] * shape[1] * shape[2]
+    out, sums = on(host, np.zeros(8 * items, np.uint32)), on(host, np.zeros(items, np.float32))
+    with host.queue() as queue:
+        queue.launch(program.kernel("lanes"), 1, shape, out, sums)
+    rows, fsums = lane_model(items, 32)
+    assert (out.numpy().reshape(items, 8) == rows).all() and np.allclose(sums.numpy(), fsums)
+
+
+@settings(max_examples=15, deadline=None)
+@given(log_items=st.integers(0, 8), groups=st.integers(1, 9))
+def test_group_sums_for_any_power_of_two_group(program: offloadrt.Program, log_items: int, groups: int) -> None:
+    host = offloadrt.device("host")
+    items = 1 << log_items
+    x = np.random.default_rng(items + groups).random(groups * items, dtype=np.float32)
+    sums = on(host, np.zeros(groups, np.float32))
+    with host.queue() as queue:
+        queue.launch(program.kernel("group_sum"), groups, items, on(host, x), sums)
+    assert np.allclose(sums.numpy(), x.reshape(groups, items).sum(axis=1), rtol=1e-5)
 
 
 def test_the_wavefront_width_is_a_build_option(host: offloadrt.Device) -> None:
