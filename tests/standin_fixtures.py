@@ -195,7 +195,7 @@ class StandinDriver:
 
 class CudaDriver(StandinDriver):
     name = "cuda"
-    standin = cuda_standin
+    standin: ClassVar[ModuleType] = cuda_standin
     statuses = {"SUCCESS": "CUDA_SUCCESS", "NOT_READY": "CUDA_ERROR_NOT_READY",
                 "INVALID_HANDLE": "CUDA_ERROR_INVALID_HANDLE", "INVALID_VALUE": "CUDA_ERROR_INVALID_VALUE",
                 "UNKNOWN": "CUDA_ERROR_UNKNOWN", "OUT_OF_MEMORY": "CUDA_ERROR_OUT_OF_MEMORY",
@@ -298,7 +298,7 @@ class CudaDriver(StandinDriver):
 
 class HipDriver(StandinDriver):
     name = "hip"
-    standin = hip_standin
+    standin: ClassVar[ModuleType] = hip_standin
     statuses = {"SUCCESS": "hipSuccess", "NOT_READY": "hipErrorNotReady", "INVALID_HANDLE": "hipErrorInvalidHandle",
                 "INVALID_VALUE": "hipErrorInvalidValue", "UNKNOWN": "hipErrorUnknown",
                 "OUT_OF_MEMORY": "hipErrorOutOfMemory", "ILLEGAL_ADDRESS": "hipErrorIllegalAddress",
