@@ -98,6 +98,16 @@ class _Raw:
             self.host_func = d.hipLaunchHostFunc
             self.host_fn_type = int
             self.markers = (1, 2, 3)
+        self.vendor = vendor
+
+    def prepare(self, extra_address: int) -> tuple[Any, Any]:
+        """The cheapest ``extra`` and ``kernelParams`` arguments the bindings take for a launch."""
+        if self.vendor == "cuda":
+            return extra_address, None
+        from offloadrt.plugins.amdgpu.driver import launch_wrappers  # noqa: PLC0415
+
+        wrap, no_params = launch_wrappers(self.d)
+        return (extra_address if wrap is None else wrap(extra_address)), no_params
 
 
 def _per_op(count: int, body: Callable[[], None], after: Callable[[], Any] | None = None) -> Callable[[], float]:
@@ -193,12 +203,13 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
     function = target.function
     ok, raw_stream = raw.stream_create()[:2]
     assert int(ok) == 0
-    # The raw launch gets what a careful caller would hand the driver: an ``extra`` array packed once.
+    # The raw launch gets what a careful caller would hand the driver: an ``extra`` array packed once
+    # (for hip-python, in its own wrapper type, with its NULL for kernelParams: see raw.prepare).
     size = ctypes.c_size_t(len(blob))
     blob_buffer = ctypes.create_string_buffer(blob, len(blob))
     extra = (ctypes.c_void_p * 5)(raw.markers[0], ctypes.addressof(blob_buffer), raw.markers[1],
                                   ctypes.addressof(size), raw.markers[2])
-    extra_address = ctypes.addressof(extra)
+    extra_argument, no_params = raw.prepare(ctypes.addressof(extra))
     launch, htod, dtoh = raw.launch, raw.htod, raw.dtoh
     stream_sync = raw.stream_sync
     ol_launch, ol_memcpy, ol_sync = api.olLaunchKernel, api.olMemcpy, api.olSyncQueue
@@ -251,7 +262,7 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
         "launch": {
             "ours": _per_op(count, lambda: ol_launch(queue, device, kernel, blob, sizes), lambda: ol_sync(queue)),
             "plugin": _per_op(count, plugin_launch, lambda: ol_sync(queue)),
-            "raw": _per_op(count, lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, raw_stream, None, extra_address),
+            "raw": _per_op(count, lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, raw_stream, no_params, extra_argument),
                            lambda: stream_sync(raw_stream)),
         },
         "h2d": {
@@ -325,6 +336,10 @@ def _bindings_costs(vendor: str, raw: _Raw, function: Any, dptr: int, hptr: int,
     launch, htod, sync = raw.launch, raw.htod, raw.stream_sync
     bare = "ctypes call of the same C entry point"
     objects = f"{names[0]} given the bindings' handle objects"
+    extra = (ctypes.c_void_p * 5)(raw.markers[0], hptr, raw.markers[1], ctypes.addressof(ctypes.c_size_t(8)),
+                                  raw.markers[2])
+    extra_address = ctypes.addressof(extra)
+    extra_argument, no_params = raw.prepare(extra_address)
     pairs = {
         names[0]: (lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, stream, None, 0),
                    lambda: c_launch(function_address, 1, 1, 1, 32, 1, 1, 0, stream_address, None, None), bare),
@@ -334,6 +349,11 @@ def _bindings_costs(vendor: str, raw: _Raw, function: Any, dptr: int, hptr: int,
         names[1]: (lambda: htod(dptr, hptr, 8, stream), lambda: c_copy(dptr, hptr, 8, stream_address), bare),
         names[2]: (lambda: sync(stream), lambda: c_sync(stream_address), bare),
     }
+    if vendor == "hip":  # hip-python converts an int extra on every call; a prepared wrapper costs less
+        pairs[f"{names[0]} given an int extra address"] = (
+            lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, stream, None, extra_address),
+            lambda: launch(function, 1, 1, 1, 32, 1, 1, 0, stream, no_params, extra_argument),
+            "the same given hip-python's own extra and kernelParams types, prepared once")
     costs: dict[str, Any] = {}
     for call, (binding, reference, reference_what) in pairs.items():
         timings = {"bindings": _per_op(count, binding), "reference": _per_op(count, reference)}

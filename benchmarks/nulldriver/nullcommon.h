@@ -16,6 +16,12 @@ static pthread_mutex_t null_lock = PTHREAD_MUTEX_INITIALIZER; /* guards null_pen
 static struct { null_host_fn fn; void *data; } *null_pending;
 static size_t null_pending_count, null_pending_capacity;
 
+/* A launch's extra array must be [BUFFER_POINTER, blob, BUFFER_SIZE, &size, END] (or absent). */
+static int null_extra_ok(void **extra, void *end_marker) {
+    return !extra || (extra[0] == (void *)1 && extra[1] && extra[2] == (void *)2 && extra[3] && extra[4] == end_marker
+                      && *(size_t *)extra[3] <= 4096);
+}
+
 static void *null_handle(void) { return (void *)__atomic_add_fetch(&null_handles, 16, __ATOMIC_RELAXED); }
 
 static uint64_t null_device_alloc(size_t size) {

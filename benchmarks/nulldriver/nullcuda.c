@@ -91,7 +91,7 @@ static CUresult cuModuleGetGlobal(CUdeviceptr *p, size_t *size, void *module, co
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned shared, void *stream, void **params, void **extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
-    (void)extra; return OK;
+    return null_extra_ok(extra, (void *)0) ? OK : 1;  /* CUDA_ERROR_INVALID_VALUE */
 }
 static CUresult cuFuncSetAttribute(void *f, int attribute, int value) { (void)f; (void)attribute; (void)value; return OK; }
 static CUresult cuFuncGetAttribute(int *value, int attribute, void *f) { (void)attribute; (void)f; *value = 0; return OK; }

@@ -63,7 +63,7 @@ EXPORT hipError_t hipModuleGetGlobal(void **p, size_t *size, void *module, const
 EXPORT hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
-    (void)extra; return OK;
+    return null_extra_ok(extra, (void *)3) ? OK : 1;  /* hipErrorInvalidValue */
 }
 EXPORT hipError_t hipModuleOccupancyMaxPotentialBlockSize(int *grid, int *block, void *f, size_t shared, int limit) {
     (void)f; (void)shared; (void)limit; *grid = 208; *block = 1024; return OK;

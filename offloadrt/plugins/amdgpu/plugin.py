@@ -71,6 +71,7 @@ class AmdGpuDevice(GpuDevice):
         self.arch = ""  # gcnArchName, e.g. "gfx90a:sramecc+:xnack-"
         self.max_items_per_dim = 0xFFFFFFFF  # HIP: gridDim * blockDim < 2**32 on every axis
         self.props: Any = None
+        self.extra_wrapper, self.no_kernel_params = hd.launch_wrappers(self.d)
 
     # ---- device selection ------------------------------------------------------------------
     def _make_current(self) -> None:

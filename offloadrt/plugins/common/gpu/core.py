@@ -72,6 +72,11 @@ class GpuDeviceCore(GenericDevice):
         self._peer_lock = threading.Lock()  # guards peers
         self.call_names: dict[str, str] = {}
         self.host_trampoline: Any = None  # _host_function_argument(), made at the first host function
+        # What the launch call is given for "no kernelParams" (NULL), and what makes its argument for
+        # the extra array from the array's address (None: the address itself). A vendor whose bindings
+        # convert an int on every call, for more than a prepared object costs, sets both.
+        self.no_kernel_params: Any = None
+        self.extra_wrapper: Callable[[int], Any] | None = None
         for op in self.REQUIRED_CALLS:
             name = self.DRIVER_CALLS[op]
             self.call_names[op] = name
@@ -153,7 +158,6 @@ class GpuDeviceCore(GenericDevice):
 
     def _release_device(self) -> None:
         """Give up the device at de-init (the primary context, for CUDA)."""
-
     # ---- driver access ---------------------------------------------------------------------
     def call_name(self, op: str) -> str:
         return self.call_names[op]

@@ -79,6 +79,7 @@ class GpuPrograms(GpuDeviceCore):
         args_size = kernel.args_size
         function = kernel.function
         state = self.thread_state
+        wrapper = self.extra_wrapper
         shapes: set[tuple[Any, ...]] = set()  # (gx, gy, gz, bx, by, bz, dyn, dimensions) that passed
         limit = self.FAST_SHAPES_PER_KERNEL
 
@@ -102,20 +103,28 @@ class GpuPrograms(GpuDeviceCore):
             if args:
                 if args_size is not None and len(args) != args_size:
                     return False
-                buffers = state.buffers  # pack(), inline
+                buffers = state.buffers  # extra_for(), inline
                 if args is not buffers.last:
                     buffers.copy(args)
-                extra = buffers.address
+                extra = buffers.argument if buffers.wrapper is wrapper else buffers.wrap(wrapper)
             elif args_size:
                 return False
             else:
                 extra = 0
-            result = self.drv_launch(function, gx, gy, gz, bx, by, bz, dyn, ai.stream, None, extra)
+            result = self.drv_launch(function, gx, gy, gz, bx, by, bz, dyn, ai.stream, self.no_kernel_params, extra)
             if result[0]:
                 raise self._launch_failure(int(result[0]), kernel)
             return True
 
         return launch
+
+    def extra_for(self, args: bytes) -> Any:
+        """The launch call's ``extra`` argument for ``args`` (non-empty), packed in this thread's buffers."""
+        buffers = self.thread_state.buffers
+        if args is not buffers.last:
+            buffers.copy(args)
+        wrapper = self.extra_wrapper
+        return buffers.argument if buffers.wrapper is wrapper else buffers.wrap(wrapper)
 
     def _fast_shape_ok(self, key: tuple[Any, ...]) -> bool:
         """Whether a fast-path key ``(gx, gy, gz, bx, by, bz, dyn, dimensions)`` is a launch shape the
@@ -137,19 +146,20 @@ class GpuPrograms(GpuDeviceCore):
                 if dyn_shared_memory > kernel.shared_limit:
                     self._raise_shared_limit(kernel, dyn_shared_memory)
                     kernel.shared_limit = dyn_shared_memory
-        extra = self.thread_state.buffers.pack(args) if args else 0
+        extra = self.extra_for(args) if args else 0
+        no_params = self.no_kernel_params
         gx, gy, gz = num_groups
         bx, by, bz = group_size
         if queue is not None:
             result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
-                                     queue.stream, None, extra)  # type: ignore[attr-defined]
+                                     queue.stream, no_params, extra)  # type: ignore[attr-defined]
             if result[0]:
                 raise self._launch_failure(int(result[0]), kernel)
             return
         try:
             with self.queue_or_temporary(None) as temporary:
                 result = self.drv_launch(kernel.function, gx, gy, gz, bx, by, bz, dyn_shared_memory,
-                                         temporary.stream, None, extra)  # type: ignore[attr-defined]
+                                         temporary.stream, no_params, extra)  # type: ignore[attr-defined]
                 if result[0]:
                     raise self._launch_failure(int(result[0]), kernel)
         except OffloadError as exc:

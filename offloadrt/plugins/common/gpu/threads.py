@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
+from typing import Any
 
 _EXTRA_BYTES = 5 * 8  # the extra array: five pointer-sized words
 _SIZE_AT = _EXTRA_BYTES  # then the blob's size (a size_t)
 _BLOB_AT = _SIZE_AT + 8  # then the blob
+_UNWRAPPED = object()  # LaunchBuffers.wrapper before the first wrap()
 
 
 class LaunchBuffers:
@@ -21,10 +24,11 @@ class LaunchBuffers:
     The array is ``[BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
     values (CUDA ends it with 0, HIP with 3); the array, the size and the blob share one buffer.
     The driver copies the blob during the launch call, so the buffer is reused at once; a launch
-    with the very ``bytes`` object of the thread's previous one copies nothing.
+    with the very ``bytes`` object of the thread's previous one copies nothing (``last``).
     """
 
-    __slots__ = ("markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last")
+    __slots__ = ("markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last", "wrapper",
+                 "argument")
 
     def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
         self.markers = (pointer_marker, size_marker, end_marker)
@@ -42,12 +46,16 @@ class LaunchBuffers:
         self.size_slot = view[_SIZE_AT:_BLOB_AT].cast("Q")
         self.size = 0
         self.last: bytes | None = None
+        # What the launch call is given for the array: wrapper(address), or the address itself when
+        # the wrapper is None (see GpuDeviceCore.extra_wrapper); made at first use by wrap().
+        self.wrapper: Any = _UNWRAPPED
+        self.argument: Any = None
 
-    def pack(self, args: bytes) -> int:
-        """The ``extra`` address for ``args`` (non-empty)."""
-        if args is not self.last:
-            self.copy(args)
-        return self.address
+    def wrap(self, wrapper: Callable[[int], Any] | None) -> Any:
+        """The launch call's argument for the array, as ``wrapper`` makes it (None: the address)."""
+        self.argument = self.address if wrapper is None else wrapper(self.address)
+        self.wrapper = wrapper
+        return self.argument
 
     def copy(self, args: bytes) -> None:
         """Copy ``args`` (non-empty) into the blob; :attr:`address` is then its ``extra`` address."""
