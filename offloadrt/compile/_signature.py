@@ -311,7 +311,10 @@ def _find_structs(text: str, info: SourceInfo) -> None:
             continue
         fields: list[tuple[str, str]] | None = None
         if match.group(2) != "union" and not match.group(4):
-            fields = _struct_fields(text[match.end():end - 1])
+            try:
+                fields = _struct_fields(text[match.end():end - 1])
+            except SignatureError:  # a member the layout cannot follow (a reference): the struct is unknown
+                fields = None
         names = [match.group(3)] if match.group(3) else []
         if match.group(1):  # typedef struct [tag] {...} alias[, *palias];
             tail = text[end:text.find(";", end)] if text.find(";", end) >= 0 else ""
