@@ -329,6 +329,14 @@ def test_cxx_exceptions_and_reference_parameters_are_refused() -> None:
     assert "reference parameter" in error.details
 
 
+def test_a_source_may_include_cxx_standard_headers() -> None:
+    """Struct members the signature reader cannot lay out (references in <algorithm>) leave those
+    structs unknown instead of failing the whole source."""
+    source = ('#include <gpuintrin.h>\n#include <algorithm>\n#include <cstdint>\n'
+              'extern "C" __gpu_kernel void k(uint32_t *p) { p[0] = std::max(p[0], 3u); }\n')
+    assert _portable.compile_portable(source, [], "gpu-c++", HOST).kernels == {"k": ("ptr",)}
+
+
 def test_kernels_the_host_wrapper_cannot_call_are_explained() -> None:
     source = '#include <gpuintrin.h>\nnamespace inner { extern "C" __gpu_kernel void k(int *p) { *p = 1; } }\n'
     error = expect(ErrorCode.COMPILE_FAILURE, _portable.compile_portable, source, [], "gpu-c++", HOST)
