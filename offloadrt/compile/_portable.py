@@ -148,7 +148,11 @@ class Analysis:
 
     def __init__(self, text: str, cxx: bool) -> None:
         self.text = text
-        self.info = _signature.analyse(text, cxx=cxx)
+        self.failure = ""  # why the source's declarations could not be read (GPU builds go on from the binary)
+        try:
+            self.info = _signature.analyse(text, cxx=cxx)
+        except _signature.SignatureError as exc:
+            self.info, self.failure = _signature.SourceInfo(is_cxx=cxx), str(exc)
         self.graph = _analysis.call_graph(text)
         self.extern_locals = _signature.extern_local_arrays(text)
         self.signatures: dict[str, tuple[Any, ...] | None] = {}
@@ -333,6 +337,9 @@ def _check_host_support(analysis: Analysis, source: str, dynamic: list[str], fil
     """What the host cannot run is a compile error, never a wrong result."""
     def _fail(message: str) -> OffloadError:
         return OffloadError(ErrorCode.COMPILE_FAILURE, f"{file_name}: cannot build for the host device: {message}")
+
+    if analysis.failure:
+        raise _fail(f"cannot read the source's declarations to generate the kernels' wrappers: {analysis.failure}")
 
     unseen = [name for name in analysis.extern_locals if name not in dynamic]
     if unseen:
