@@ -96,7 +96,9 @@ class _Raw:
             self.event_record, self.event_sync, self.event_destroy = (d.hipEventRecord, d.hipEventSynchronize,
                                                                        d.hipEventDestroy)
             self.host_func = d.hipLaunchHostFunc
-            self.host_fn_type = int
+            from offloadrt.plugins.amdgpu.driver import host_function  # noqa: PLC0415
+
+            self.host_fn_type = lambda address: host_function(d, address)  # hipHostFn_t, made once
             self.markers = (1, 2, 3)
         self.vendor = vendor
 
@@ -293,7 +295,7 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
         "host": {
             "ours": _per_op(count, lambda: api.olLaunchHostFunction(queue, noop, None), lambda: ol_sync(queue)),
             "plugin": _per_op(count, lambda: gdev._enqueue_host_call_impl(noop, None, ai), lambda: ol_sync(queue)),
-            "raw": _per_op(count, lambda: raw.host_func(raw_stream, callback_arg, None),
+            "raw": _per_op(count, lambda: raw.host_func(raw_stream, callback_arg, 1),
                            lambda: stream_sync(raw_stream)),
         },
     }

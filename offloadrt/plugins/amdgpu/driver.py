@@ -76,6 +76,13 @@ def launch_wrappers(module: ModuleType) -> tuple[Callable[[int], Any] | None, An
     return wrap, no_params
 
 
+def host_function(module: ModuleType, address: int) -> Any:
+    """The C function at ``address`` as hip-python's ``hipHostFn_t`` (made once, it spares
+    ``hipLaunchHostFunc`` a conversion on every call), or the address where the bindings lack it."""
+    maker = getattr(getattr(module, "hipHostFn_t", None), "fromObj", None)
+    return address if maker is None else maker(address)
+
+
 class Driver(GpuDriver):
     """The loaded ``hip.hip`` module plus the status helpers that need it."""
 

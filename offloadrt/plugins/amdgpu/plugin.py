@@ -189,7 +189,7 @@ class AmdGpuDevice(GpuDevice):
         return self.check(self.d.hipEventCreateWithFlags(self.d.hipEventDefault), "hipEventCreateWithFlags")
 
     def _host_function_argument(self) -> Any:
-        return HOST_TRAMPOLINE_ADDRESS
+        return hd.host_function(self.d, HOST_TRAMPOLINE_ADDRESS)
 
 
 def _uid(uuid: Any) -> str:
