@@ -186,7 +186,8 @@ def run_worker(vendor: str, quick: bool, smoke: bool = False) -> dict[str, Any]:
             api.olSyncQueue(queue)
             api.olDestroyQueue(queue)
             api.olMemFree(dptr)
-            return {"device": str(name), "ran": ran, "library": _loaded_driver(vendor)}
+            return {"device": str(name), "ran": ran, "library": _loaded_driver(vendor),
+                    "fast_after_restart": _fast_after_restart(api, backend, image, blob, sizes)}
         results = _measure(vendor, api, raw, gdev, device, host, kernel, queue, ai, sizes, blob, dptr, hptr, quick)
         results["bindings"] = _bindings_costs(vendor, raw, kernel._target.function, dptr, hptr, quick)
         results["device"] = str(name)
@@ -196,6 +197,26 @@ def run_worker(vendor: str, quick: bool, smoke: bool = False) -> dict[str, Any]:
     finally:
         api.olShutDown()
     return results
+
+
+def _fast_after_restart(api: Any, backend: Any, image: bytes, blob: bytes, sizes: Any) -> bool:
+    """Whether, after olShutDown and olInit, a queued launch takes the plugin's fast path again once
+    a first launch has made the device current on this thread."""
+    from offloadrt import DeviceInfo, PlatformInfo, SymbolKind  # noqa: PLC0415
+
+    api.olShutDown()
+    api.olInit()  # the caller's finally shuts this one down
+    devices: list[Any] = []
+    api.olIterateDevices(lambda dev, _: devices.append(dev) or True)
+    device = next(dev for dev in devices if backend
+                  == api.olGetPlatformInfo(api.olGetDeviceInfo(dev, DeviceInfo.PLATFORM), PlatformInfo.BACKEND))
+    kernel = api.olGetSymbol(api.olCreateProgram(device, image), "empty", SymbolKind.KERNEL)
+    queue = api.olCreateQueue(device)
+    api.olLaunchKernel(queue, device, kernel, blob, sizes)
+    fast = kernel._launch is not None and bool(kernel._launch(queue._ai, blob, sizes))
+    api.olSyncQueue(queue)
+    api.olDestroyQueue(queue)
+    return fast
 
 
 def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any, kernel: Any, queue: Any, ai: Any,

@@ -40,5 +40,6 @@ def test_plugin_runs_over_the_null_driver(vendor: str) -> None:
     assert "error" not in outcome, outcome.get("error")
     assert outcome["device"].startswith("Null")  # the plugin's device is the null driver's
     assert outcome["ran"] == ["host function"]  # the host function ran, at the sync
+    assert outcome["fast_after_restart"]  # after olShutDown + olInit, launches take the fast path again
     folder = bench.nulldriver.build(vendor)  # cached: the same folder the child was pointed at
     assert Path(outcome["library"]) == bench.nulldriver.library_path(vendor, folder)

@@ -190,7 +190,9 @@ class GpuDeviceCore(GenericDevice):
         if self.sticky is not None:
             raise self.sticky
         state = self.thread_state
-        if select or state.token != self.current_token:
+        # By identity, as the hot paths check it: a token equal to this device's but left by an
+        # earlier start of the driver (the same primary context) is made current once more.
+        if select or state.token is not self.current_token:
             if state.token is IN_HOST_FUNCTION:
                 raise self._refused_in_host_function()
             self._make_current()
