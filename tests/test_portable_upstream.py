@@ -324,3 +324,40 @@ def test_device_compile_on_a_stand_in_finds_cxx_kernels_by_source_name(
     with gpu.queue() as queue:
         queue.launch(kernel, 1, 16, out, 9)
     assert seen == [struct.pack("<QI4x", out.ptr, 9)]
+
+
+# ---- NVIDIA's own PTX assembler ----------------------------------------------------------------------
+
+def _nvjitlink() -> Any:
+    """cuda.bindings' nvJitLink, or a skip saying how to get it (the nvidia-nvjitlink wheel: it
+    assembles PTX to a cubin with NVIDIA's ptxas, no GPU needed)."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        nvjitlink.destroy(nvjitlink.create(1, ["-arch=sm_90"]))
+    except Exception as exc:  # noqa: BLE001  # not installed, or its library not found
+        pytest.skip(f"nvJitLink is not available ({type(exc).__name__}): pip install nvidia-nvjitlink")
+    return nvjitlink
+
+
+def _assemble(nvjitlink: Any, ptx: bytes, arch: str) -> int:
+    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "kernel.ptx")
+        nvjitlink.complete(handle)
+        return int(nvjitlink.get_linked_cubin_size(handle))
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def test_the_ptx_assembles_with_nvidias_assembler(images: Any) -> None:
+    """clang's PTX of every test kernel and example is accepted by NVIDIA's ptxas (inside nvJitLink),
+    for the architecture it was built for and one it was not."""
+    nvjitlink = _nvjitlink()
+    sources = {name: image(images, name, "cuda").image for name in SOURCES}
+    for path in [KERNELS / "features.c", *sorted((KERNELS.parent.parent.parent / "examples").glob("portable_*.c"))]:
+        sources[path.name] = _portable.compile_portable(path.read_text(), [], "gpu-c", TARGETS["cuda"]).image
+    sm80 = _portable.compile_portable((KERNELS / "features.c").read_text(), [], "gpu-c", Target("cuda", "sm_80"))
+    for name, ptx in sources.items():
+        assert _assemble(nvjitlink, ptx, "sm_90") > 0, name
+    assert _assemble(nvjitlink, sm80.image, "sm_80") > 0
