@@ -13,11 +13,13 @@ hiprtc for the device's ``gcnArchName``, so every program is one the device can 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import mmap
 import struct
 import warnings
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -103,6 +105,16 @@ def all_devices() -> list[api.Device]:
 def devices_of(backend: PlatformBackend) -> list[api.Device]:
     """The running runtime's devices of ``backend``, in the order offloadrt lists them."""
     return [d for d in all_devices() if backend_of(d) == backend]
+
+
+@contextlib.contextmanager
+def running(backend: PlatformBackend, ordinal: int) -> Iterator[api.Device]:
+    """GPU ``ordinal`` of ``backend``, with offloadrt running that platform (and the host) meanwhile."""
+    api.olInit([backend])
+    try:
+        yield devices_of(backend)[ordinal]
+    finally:
+        api.olShutDown()
 
 
 def host_device() -> api.Device:

@@ -11,8 +11,12 @@ image formats, signatures against the real bindings) stays in ``tests/test_cuda_
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -74,6 +78,13 @@ class Gate(HostFn):
     def _hold(self, _data: int | None) -> None:
         self.entered.set()
         assert self.opened.wait(WAIT)
+
+
+def run_alone(script: str, done: str) -> None:
+    """Run ``script`` (Python, dedented) in a fresh interpreter in tests/; it must print ``done``."""
+    finished = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                              timeout=60, cwd=Path(__file__).parent)
+    assert finished.returncode == 0 and done in finished.stdout, finished.stderr
 
 
 def extra_array(blob: bytes, end: int) -> tuple[Any, ...]:

@@ -28,13 +28,13 @@ from gpu_devices import (
     SpinArgs,
     arch_of,
     assert_same_bytes,
-    devices_of,
     hiprtc_output,
     host_device,
     kernel,
     one_d,
     read_back,
     read_u32,
+    running,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -113,9 +113,8 @@ def offload_bundle(entries: list[tuple[str, bytes]]) -> bytes:
 
 @pytest.fixture(params=range(AMD_DEVICES), ids=lambda i: f"amdgpu{i}")
 def gpu(request: pytest.FixtureRequest) -> Iterator[api.Device]:
-    api.olInit([PlatformBackend.AMDGPU])
-    yield devices_of(PlatformBackend.AMDGPU)[request.param]
-    api.olShutDown()
+    with running(PlatformBackend.AMDGPU, request.param) as device:
+        yield device
 
 
 @pytest.fixture

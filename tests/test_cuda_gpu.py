@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gpu_devices import CUDA_GPUS, CUDA_KERNELS, compile_cuda, devices_of, host_device, page_buffer
+from gpu_devices import CUDA_GPUS, CUDA_KERNELS, compile_cuda, devices_of, host_device, page_buffer, running
 
 from offloadrt import AllocType, ErrorCode, OffloadError, PlatformBackend, api
 
@@ -29,9 +29,8 @@ if not CUDA_DEVICES:
 
 @pytest.fixture(params=range(CUDA_DEVICES), ids=lambda i: f"cuda{i}")
 def gpu(request: pytest.FixtureRequest) -> Iterator[api.Device]:
-    api.olInit([PlatformBackend.CUDA])
-    yield devices_of(PlatformBackend.CUDA)[request.param]
-    api.olShutDown()
+    with running(PlatformBackend.CUDA, request.param) as device:
+        yield device
 
 
 @pytest.fixture

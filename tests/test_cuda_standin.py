@@ -14,19 +14,15 @@ from __future__ import annotations
 import ctypes
 import inspect
 import struct
-import subprocess
-import sys
-import textwrap
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import cuda_standin as standin
 import pytest
 import standin_fixtures
 from cuda_standin import DeviceSpec
-from standin_fixtures import WAIT, Gate, code, ok
+from standin_fixtures import WAIT, Gate, code, ok, run_alone
 
 PTX = b"""
 .version 8.0
@@ -473,7 +469,7 @@ def test_cubin_and_fatbin_images_take_names_from_the_control(driver: Any, ctx: A
 
 def test_works_without_cuda_bindings_installed() -> None:
     """Without the package, look-alike enums and handles stand in for the real ones."""
-    script = textwrap.dedent("""
+    run_alone("""
         import importlib, sys
         sys.modules["cuda"] = None  # cuda-bindings is not installed
         import pytest
@@ -492,10 +488,7 @@ def test_works_without_cuda_bindings_installed() -> None:
         standin.shutdown()
         monkeypatch.undo()
         print("fallback ok")
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).parent)
-    assert done.returncode == 0 and "fallback ok" in done.stdout, done.stderr
+    """, "fallback ok")
 
 
 def test_every_driver_function_has_the_real_parameters() -> None:

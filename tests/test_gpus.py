@@ -28,6 +28,7 @@ from gpu_devices import (
     page_buffer,
     read_back,
     read_u32,
+    running,
 )
 
 from offloadrt import (
@@ -62,9 +63,8 @@ def vendor(card: tuple[RealGpu, int]) -> RealGpu:
 def gpu(card: tuple[RealGpu, int]) -> Iterator[api.Device]:
     """The GPU, with offloadrt running its vendor's platform (and the host)."""
     vendor, ordinal = card
-    api.olInit([vendor.backend])
-    yield devices_of(vendor.backend)[ordinal]
-    api.olShutDown()
+    with running(vendor.backend, ordinal) as device:
+        yield device
 
 
 @pytest.fixture

@@ -15,12 +15,9 @@ from __future__ import annotations
 import ctypes
 import inspect
 import io
-import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import hip_standin as standin
@@ -29,7 +26,7 @@ import standin_fixtures
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 from hip_standin import DeviceSpec, images
-from standin_fixtures import HOST_FN_TYPE, WAIT, Gate, HostFn, code, ok
+from standin_fixtures import HOST_FN_TYPE, WAIT, Gate, HostFn, code, ok, run_alone
 
 
 @pytest.fixture
@@ -548,7 +545,7 @@ def test_replay_accepts_recorded_calls_and_reports_refused_arguments(hip: Any) -
 
 def test_works_without_hip_python_installed() -> None:
     """The stand-in needs nothing from hip-python: its enums and structs are its own."""
-    script = textwrap.dedent("""
+    run_alone("""
         import importlib, sys
         sys.modules["hip"] = sys.modules["rocm"] = None  # hip-python is not installed
         import pytest
@@ -563,7 +560,4 @@ def test_works_without_hip_python_installed() -> None:
         standin.shutdown()
         monkeypatch.undo()
         print("standalone ok")
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).parent)
-    assert done.returncode == 0 and "standalone ok" in done.stdout, done.stderr
+    """, "standalone ok")
