@@ -361,3 +361,49 @@ def test_the_ptx_assembles_with_nvidias_assembler(images: Any) -> None:
     for name, ptx in sources.items():
         assert _assemble(nvjitlink, ptx, "sm_90") > 0, name
     assert _assemble(nvjitlink, sm80.image, "sm_80") > 0
+
+
+# ---- the AMDGPU kernel ABI ---------------------------------------------------------------------------
+
+def _amdgpu_arguments(image_bytes: bytes, tmp_path: Path) -> dict[str, list[tuple[int, int]]]:
+    """Each kernel's explicit arguments (offset, size) from the code object's AMDGPU metadata note,
+    as ``llvm-readelf --notes`` prints it (skips without llvm-readelf)."""
+    import re
+    import shutil
+    import subprocess
+
+    major = _clang.clang().major
+    readelf = shutil.which(f"llvm-readelf-{major}") or shutil.which("llvm-readelf")
+    if readelf is None:
+        pytest.skip(f"needs llvm-readelf (apt-get install llvm-{major})")
+    path = tmp_path / "kernel.hsaco"
+    path.write_bytes(image_bytes)
+    text = subprocess.run([readelf, "--notes", str(path)], capture_output=True, text=True, check=True).stdout
+    found: dict[str, list[tuple[int, int]]] = {}
+    kernels = re.split(r"\n(?=amdhsa\.)", text.split("amdhsa.kernels:", 1)[1])[0]
+    for entry in re.split(r"\n  - ", kernels)[1:]:
+        name = re.search(r"^    \.name:\s+(\S+)", entry, re.MULTILINE)
+        assert name is not None
+        arguments = re.findall(r"\.offset:\s+(\d+)\s+\.size:\s+(\d+)\s+\.value_kind:\s+(\w+)", entry)
+        found[name.group(1)] = [(int(offset), int(size)) for offset, size, kind in arguments
+                                if not kind.startswith("hidden_")]
+    return found
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_amdgpu_argument_layout_is_the_blob_the_signature_packs(images: Any, name: str, tmp_path: Path) -> None:
+    """The AMDGPU ABI's offsets and sizes of each kernel's arguments (the code object's metadata)
+    are those of the argument blob that the compiled signature packs."""
+    from offloadrt.compile._signature import size_and_alignment
+
+    compiled = image(images, name, "amdgpu")
+    metadata = _amdgpu_arguments(compiled.image, tmp_path)
+    for kernel, signature in compiled.kernels.items():
+        assert signature is not None
+        layout, offset = [], 0
+        for entry in signature:
+            size, align = size_and_alignment(entry)
+            offset = (offset + align - 1) // align * align
+            layout.append((offset, size))
+            offset += size
+        assert metadata[compiled.symbols.get(kernel, kernel)] == layout, kernel
