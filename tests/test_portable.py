@@ -329,6 +329,14 @@ def test_cxx_exceptions_and_reference_parameters_are_refused() -> None:
     assert "reference parameter" in error.details
 
 
+def test_offloadrts_code_adds_no_warnings() -> None:
+    """The host header and the generated wrappers are clean under strict C99 and -Werror, so they
+    never break a user's warning flags."""
+    compiled = _portable.compile_portable(FEATURES, ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"],
+                                          "gpu-c", HOST)
+    assert compiled.log == ""
+
+
 def test_a_source_may_include_cxx_standard_headers() -> None:
     """Struct members the signature reader cannot lay out (references in <algorithm>) leave those
     structs unknown instead of failing the whole source."""

@@ -431,6 +431,8 @@ def host_source(source: str, analysis: Analysis, language: str) -> str:
     # A C-linkage kernel's own symbol moves aside; its exported name is the host-ABI entry point.
     renames = [f"#pragma redefine_extname {kernel.name} __ol_kernel_{kernel.name}"
                for kernel in analysis.info.kernels if not kernel.cxx_linkage]
+    if renames:  # clang warns at every other declaration of that name (a local variable): not the user's doing
+        renames.append('#pragma clang diagnostic ignored "-Wpragmas"')
     head = "\n".join(renames + [f'#line 1 "{file_name}"'])
     tail = f'\n#line 1 "{WRAPPER_NAME}"\n' + _wrapper(analysis, language == "c++")
     return f"{head}\n{text}\n{tail}"

@@ -18,6 +18,12 @@
 
 #include <offloadrt/host_kernel.h>
 #include <sys/mman.h>
+#ifndef MAP_ANONYMOUS /* hidden by a strict -std=c99 without _DEFAULT_SOURCE: Linux's values */
+#define MAP_ANONYMOUS 0x20
+#endif
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0x4000
+#endif
 
 /* Switching between fibers. On x86-64 a few instructions save the callee-saved registers and the
  * floating-point control words on the fiber's own stack and swap stack pointers (no system call);
