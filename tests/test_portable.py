@@ -227,6 +227,21 @@ def test_static_work_group_memory_is_each_groups_own(program: offloadrt.Program,
     assert np.allclose(sums.numpy(), x.reshape(groups, 256).sum(axis=1), rtol=1e-5)
 
 
+def test_fiber_groups_of_several_queues_at_once(program: offloadrt.Program, host: offloadrt.Device) -> None:
+    """Launches of a barrier kernel on four queues run at the same time, on the same worker
+    threads: each thread's fibers and work-group memory stay its own."""
+    rng = np.random.default_rng(4)
+    inputs = [rng.random(32 * 128, dtype=np.float32) for _ in range(4)]
+    outputs = [on(host, np.zeros(32, np.float32)) for _ in range(4)]
+    queues = [host.queue() for _ in range(4)]
+    for _ in range(3):
+        for queue, x, sums in zip(queues, inputs, outputs):
+            queue.launch(program.kernel("group_sum"), 32, 128, on(host, x), sums)
+    for queue, x, sums in zip(queues, inputs, outputs):
+        queue.sync()
+        assert np.allclose(sums.numpy(), x.reshape(32, 128).sum(axis=1), rtol=1e-5)
+
+
 def test_a_pointer_into_work_group_memory(program: offloadrt.Program, host: offloadrt.Device) -> None:
     data = on(host, np.arange(256, dtype=np.uint32))
     with host.queue() as queue:
