@@ -43,7 +43,7 @@ NAME = "cuda"
 
 
 def compile_ptx(source: bytes) -> bytes:
-    from cuda.bindings import nvrtc  # noqa: PLC0415
+    from cuda.bindings import nvrtc  # type: ignore[import-untyped]  # noqa: PLC0415
 
     err, prog = nvrtc.nvrtcCreateProgram(source, b"empty.cu", 0, [], [])
     options = [b"--gpu-architecture=compute_75"]
@@ -66,7 +66,7 @@ def cuda_devices() -> list[api.Device]:
 
 
 def bench_launch(device: api.Device, launches: int) -> dict[str, float]:
-    from cuda.bindings import driver as d  # noqa: PLC0415
+    from cuda.bindings import driver as d  # type: ignore[import-untyped]  # noqa: PLC0415
 
     program = api.olCreateProgram(device, compile_ptx(EMPTY_KERNEL))
     kernel = api.olGetSymbol(program, "empty", SymbolKind.KERNEL)
@@ -107,7 +107,7 @@ def bench_launch(device: api.Device, launches: int) -> dict[str, float]:
 
 
 def bench_memcpy(device: api.Device, host: api.Device) -> dict[str, float]:
-    from cuda.bindings import driver as d  # noqa: PLC0415
+    from cuda.bindings import driver as d  # type: ignore[import-untyped]  # noqa: PLC0415
 
     dev_buf = api.olMemAlloc(device, AllocType.DEVICE, SIZE)
     pinned = api.olMemAlloc(device, AllocType.HOST, SIZE)
@@ -155,7 +155,7 @@ def bench_memcpy(device: api.Device, host: api.Device) -> dict[str, float]:
 
 
 def bench_queue(device: api.Device, count: int) -> dict[str, float]:
-    from cuda.bindings import driver as d  # noqa: PLC0415
+    from cuda.bindings import driver as d  # type: ignore[import-untyped]  # noqa: PLC0415
 
     def ours() -> float:
         start = time.perf_counter()

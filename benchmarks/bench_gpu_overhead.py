@@ -112,6 +112,12 @@ class _Raw:
         return (extra_address if wrap is None else wrap(extra_address)), no_params
 
 
+def _collect(found: list[Any], item: Any) -> bool:
+    """An olIterateDevices callback: keep ``item``, go on."""
+    found.append(item)
+    return True
+
+
 def _per_op(count: int, body: Callable[[], None], after: Callable[[], Any] | None = None) -> Callable[[], float]:
     """A timing of ``count`` runs of ``body`` (then ``after`` once): CPU seconds of this thread per run.
 
@@ -156,7 +162,7 @@ def run_worker(vendor: str, quick: bool, smoke: bool = False) -> dict[str, Any]:
     api.olInit()
     try:
         devices: list[Any] = []
-        api.olIterateDevices(lambda dev, _: devices.append(dev) or True)
+        api.olIterateDevices(lambda dev, _: _collect(devices, dev))
         by_backend = {api.olGetPlatformInfo(api.olGetDeviceInfo(dev, DeviceInfo.PLATFORM), PlatformInfo.BACKEND): dev
                       for dev in devices}
         device, host = by_backend.get(backend), by_backend[PlatformBackend.HOST]
@@ -207,7 +213,7 @@ def _fast_after_restart(api: Any, backend: Any, image: bytes, blob: bytes, sizes
     api.olShutDown()
     api.olInit()  # the caller's finally shuts this one down
     devices: list[Any] = []
-    api.olIterateDevices(lambda dev, _: devices.append(dev) or True)
+    api.olIterateDevices(lambda dev, _: _collect(devices, dev))
     device = next(dev for dev in devices if backend
                   == api.olGetPlatformInfo(api.olGetDeviceInfo(dev, DeviceInfo.PLATFORM), PlatformInfo.BACKEND))
     kernel = api.olGetSymbol(api.olCreateProgram(device, image), "empty", SymbolKind.KERNEL)
@@ -241,7 +247,7 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
         return None
 
     callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(noop)
-    callback_arg = raw.host_fn_type(ctypes.cast(callback, ctypes.c_void_p).value)
+    callback_arg = raw.host_fn_type(ctypes.cast(callback, ctypes.c_void_p).value or 0)
     ng, gs = (1, 1, 1), (32, 1, 1)
 
     def raw_queue() -> None:

@@ -108,7 +108,7 @@ class GpuQueues(GpuDeviceCore):
         if self.sticky is not None or self.thread_state.token is not self.current_token:
             self.enter()
         key = next(host_keys)
-        host_calls[key] = (callback, user_data, queue, queue.next_position())  # type: ignore[attr-defined]
+        host_calls[key] = (callback, user_data, queue, queue.next_position())  # type: ignore[attr-defined,assignment]
         trampoline = self.host_trampoline
         if trampoline is None:
             trampoline = self.host_trampoline = self._host_function_argument()
