@@ -263,6 +263,32 @@ def test_many_queues_each_run_in_order(host, programs, words) -> None:
     assert list(view) == [per_queue] * count
 
 
+@pytest.mark.parametrize("rounds", [1, 3, 20])
+def test_round_robin_over_many_queues_a_fault_fails_only_its_queue(host, programs, words, rounds) -> None:
+    """Workers run the launches at the heads of several ready queues in one native call; each queue
+    still runs in order, and a fault there fails only the queue whose launch faulted."""
+    count, faulty_queue, faulty_step = 128, 37, rounds // 2
+    queues = [api.olCreateQueue(host) for _ in range(count)]
+    address, view = words(count)
+    for i in range(rounds):
+        for q, queue in enumerate(queues):
+            mode = "fallback" if q % 16 == 5 else "native"  # some without runners, among the others
+            expect = i + 1 if (q, i) == (faulty_queue, faulty_step) else i
+            blob = struct.pack("<QII", address + 4 * q, expect, 0)
+            try:
+                api.olLaunchKernel(queue, host, kernel(programs[mode], "step"), blob, launch_args())
+            except OffloadError as exc:  # the failed queue refuses more work once the fault has happened
+                assert q == faulty_queue and i > faulty_step and exc.code == ErrorCode.QUEUE_ERROR, exc
+    for q, queue in enumerate(queues):
+        if q == faulty_queue:
+            error = expect_error(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)
+            assert "kernel 'step' faulted: it returned 7" in str(error.__cause__)
+        else:
+            api.olSyncQueue(queue)
+        api.olDestroyQueue(queue)
+    assert list(view) == [faulty_step if q == faulty_queue else rounds for q in range(count)]
+
+
 def test_blocking_host_functions_do_not_starve_other_queues(host, programs, words) -> None:
     """More queues block in host functions than the pool has workers; another queue still runs."""
     pool_size = host._gdev.pool.size

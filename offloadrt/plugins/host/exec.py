@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import islice, repeat, starmap
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -108,6 +108,7 @@ _KERNEL_TAG = bytes([KERNEL])
 BATCH_LIMIT = 1024  # queued one-group launches handed to the batch runner in one call
 MIN_BATCH = 8  # shorter runs are called one by one: setting a batch up costs about six single calls
 FAIR_SHARE = 64  # items a worker runs of one queue before it serves another ready queue
+GATHER_LIMIT = 256  # queues whose launches one batch runner call may run
 #: whether a KERNEL item's record holds its blob's address (then runs of them go to the batch runner)
 BATCHED_ITEMS = BYTES_DATA_OFFSET is not None
 ARGS_OFFSET = BYTES_DATA_OFFSET or 0  # a bytes blob's data address less its id()
@@ -220,7 +221,7 @@ class HostQueue(AsyncInfo):
             item = items[0]
             tag = item[0]
             if tag is KERNEL:
-                done += self._run_kernels(items, item)
+                done += self._run_kernels(pool, items, item)
                 continue
             if tag is WAIT:
                 event = item[1]
@@ -273,9 +274,11 @@ class HostQueue(AsyncInfo):
         except OffloadError as exc:
             self.fail(exc)
 
-    def _run_kernels(self, items: deque[tuple[Any, ...]], head: tuple[Any, ...]) -> int:
-        """Run the one-group launches at the head: a run of them in one call of the batch runner
-        when their images have one, else the head alone. Returns how many items were taken."""
+    def _run_kernels(self, pool: WorkerPool, items: deque[tuple[Any, ...]], head: tuple[Any, ...]) -> int:
+        """Run the one-group launches at the head: with the batch runner, the run of them at the
+        head, joined by those at the heads of other ready queues (see :meth:`_gather`), in one
+        native call when that saves calls; else the head alone. Returns how many items were taken
+        from this queue."""
         kernel: HostKernel = head[2]
         image = kernel.image
         # A launch racing olDestroyProgram must not call into a closed library (HostImage.may_run).
@@ -284,34 +287,118 @@ class HostQueue(AsyncInfo):
             items.popleft()
             return 1
         runners = kernel.runners
-        if runners is not None and BATCHED_ITEMS and len(items) >= MIN_BATCH and items[MIN_BATCH - 1][0] is KERNEL:
-            run = list(islice(items, BATCH_LIMIT))  # atomic: no other thread runs during the copy
-            tags = bytes(map(_tag_of, run))
-            count = len(tags) - len(tags.lstrip(_KERNEL_TAG))
-            if count >= MIN_BATCH:
-                if count < len(run):
-                    del run[count:]
-                kernels = set(map(_kernel_of, run))
-                if len(kernels) == 1 or all(k.runners is not None and (not k.image.unloaded or k.image.may_run(self))
-                                            for k in kernels):
-                    return self._run_batch(items, run, runners)
+        if runners is not None and BATCHED_ITEMS and (
+                pool.ready or (len(items) >= MIN_BATCH and items[MIN_BATCH - 1][0] is KERNEL)):
+            run = self._leading_kernels(BATCH_LIMIT)
+            if run is not None:
+                parts = [(self, run)]
+                total = len(run)
+                if total < BATCH_LIMIT and pool.ready:
+                    total = _gather(pool, parts, total)
+                if total >= MIN_BATCH or len(parts) > 1:
+                    return self._run_batch(pool, parts, total, runners)
         status = kernel.fn(head[3], head[4])
         if status:
             self.fail(kernel_fault(kernel.name, status, (0, 0, 0)))
         items.popleft()
         return 1
 
-    def _run_batch(self, items: deque[tuple[Any, ...]], run: list[tuple[Any, ...]], runners: Any) -> int:
-        """Run ``run``, the one-group launches at the head of the queue, in one native call."""
+    def _leading_kernels(self, limit: int) -> list[tuple[Any, ...]] | None:
+        """The run of one-group launches at the head (at most ``limit``), or None when there is none
+        or one of its kernels has no runners or may not run any more (the single path decides)."""
+        items = self._items
+        if len(items) < 2 or items[1][0] is not KERNEL:  # a run of one: no copies
+            head = items[0]
+            if head[0] is not KERNEL:
+                return None
+            run = [head]
+            kernels: Iterable[HostKernel] = (head[2],)
+        else:
+            run = _head_of(items, limit)
+            tags = bytes(map(_tag_of, run))
+            count = len(tags) - len(tags.lstrip(_KERNEL_TAG))
+            if count < len(run):
+                del run[count:]
+            kernels = set(map(_kernel_of, run))
+        for kernel in kernels:
+            if kernel.runners is None or (kernel.image.unloaded and not kernel.image.may_run(self)):
+                return None
+        return run
+
+    def _run_batch(self, pool: WorkerPool, parts: list[tuple[HostQueue, list[tuple[Any, ...]]]], total: int,
+                   runners: Any) -> int:
+        """Run the launches of ``parts`` (this queue's first) in one native call; pop what ran, fail
+        the queue whose launch faulted, hand the other queues back. Returns how many items were
+        taken from this queue."""
         state = thread_state()
-        count = len(run)
-        ran = runners.call_all(b"".join(map(_record_of, run)), count, state.status_address)
-        deque(starmap(items.popleft, repeat((), ran)), 0)  # pop the launches that ran (in C)
-        if ran < count:
-            self.fail(kernel_fault(run[ran][2].name, state.status.value, (0, 0, 0)))
-            items.popleft()
-            return ran + 1
-        return ran
+        if len(parts) == 1:
+            records = b"".join(map(_record_of, parts[0][1]))
+        else:
+            records = b"".join([b"".join(map(_record_of, run)) for _, run in parts])
+        left = runners.call_all(records, total, state.status_address)  # how many ran before a fault
+        taken_here = 0
+        for queue, run in parts:
+            count = len(run)
+            queue_items = queue._items
+            if left >= count:
+                taken = count
+                left -= count
+            elif left >= 0:  # the launch at run[left] faulted; nothing after it ran
+                taken = left + 1
+                queue.fail(kernel_fault(run[left][2].name, state.status.value, (0, 0, 0)))
+                left = -1
+            else:
+                taken = 0
+            deque(starmap(queue_items.popleft, repeat((), taken)), 0)  # in C
+            if queue is self:
+                taken_here = taken
+            else:
+                queue.hand_back(pool)
+        return taken_here
+
+    def hand_back(self, pool: WorkerPool) -> None:
+        """Give up serving this claimed queue: to the ready list when it has work, else release the
+        claim (and take it once more if work came in meanwhile, as :meth:`serve` does)."""
+        if not self._items:
+            self._serving = False
+            self._claim.release()
+            if not (self._items and self._claim.acquire(False)):
+                return
+            self._serving = True
+        pool.push(self)  # wakes an idle worker: this one may be held up by its own queue's next item
+
+
+def _head_of(items: deque[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
+    """The first ``limit`` items. ``list(islice(...))`` copies them in C without letting another
+    thread run, but another thread may append between making the iterator and the copy: then
+    the iterator refuses to go on, and the copy starts over."""
+    while True:
+        try:
+            return list(islice(items, limit))
+        except RuntimeError:  # "deque mutated during iteration"
+            continue
+
+
+def _gather(pool: WorkerPool, parts: list[tuple[HostQueue, list[tuple[Any, ...]]]], total: int) -> int:
+    """Take ready queues whose heads are one-group launches that can run in the batch runner and add
+    their runs to ``parts``, up to :data:`BATCH_LIMIT` launches; return the new total. Launches of
+    different queues have no order between them, so one call may run them one queue after
+    another: with many queues of a few launches each, that saves a visit and a call per queue."""
+    ready = pool.ready
+    while total < BATCH_LIMIT and len(parts) < GATHER_LIMIT:
+        try:
+            queue = ready.popleft()  # its claim passes to this worker
+        except IndexError:
+            break
+        run = None
+        if queue.failure is None and queue._items and queue._items[0][0] is KERNEL:
+            run = queue._leading_kernels(BATCH_LIMIT - total)
+        if run is None:
+            ready.appendleft(queue)  # not a launch at its head: left for a worker to serve
+            break
+        parts.append((queue, run))
+        total += len(run)
+    return total
 
 
 def after_queued_work(queues: list[HostQueue], action: Callable[[Any], object], arg: Any) -> None:
