@@ -24,7 +24,8 @@ from conftest import (
     u32_view,
 )
 
-from offloadrt import AllocType, Dimensions, ErrorCode, KernelLaunchSizeArgs, OffloadError, api
+from offloadrt import AllocType, Dimensions, ErrorCode, KernelLaunchSizeArgs, OffloadError, OffloadWarning, api
+from offloadrt.plugins.host.exec import HostQueue
 
 SOURCE = r"""
 #ifdef NO_RUNNERS  /* the kernel ABI written out by hand: an image without the native runners */
@@ -343,6 +344,35 @@ def test_a_queue_waiting_on_another_queue_resumes_when_the_event_is_reached(host
     assert view[0] == 2
     api.olDestroyEvent(event)
     for queue in (first, second):
+        api.olDestroyQueue(queue)
+
+
+def test_a_runtime_bug_while_serving_fails_that_queue_and_the_worker_lives_on(host, programs, words,
+                                                                              monkeypatch) -> None:
+    """Fault injection: the worker's queue code raises. The queue fails (its sync says why, after a
+    warning), its remaining work is skipped, and every worker still serves other queues."""
+    victim, other = api.olCreateQueue(host), api.olCreateQueue(host)
+    broken_queue = victim._ai
+    original = HostQueue._run_kernels
+
+    def run_kernels(self: HostQueue, *args: object) -> int:
+        if self is broken_queue:
+            raise RuntimeError("injected failure")
+        return original(self, *args)
+
+    monkeypatch.setattr(HostQueue, "_run_kernels", run_kernels)
+    step = kernel(programs["native"], "step")
+    address, view = words(2)
+    with pytest.warns(OffloadWarning, match="injected failure"):
+        for i in range(3):
+            api.olLaunchKernel(victim, host, step, struct.pack("<QII", address, i, 0), launch_args())
+        error = expect_error(ErrorCode.QUEUE_ERROR, call_with_timeout, api.olSyncQueue, victim)
+    assert "injected failure" in str(error)
+    for i in range(50):
+        api.olLaunchKernel(other, host, step, struct.pack("<QII", address + 4, i, 0), launch_args())
+    call_with_timeout(api.olSyncQueue, other)
+    assert list(view) == [0, 50]
+    for queue in (victim, other):
         api.olDestroyQueue(queue)
 
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 import struct
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import islice, repeat, starmap
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ErrorCode, OffloadError
+from ...errors import ErrorCode, OffloadError, OffloadWarning
 from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
 from .dispatch import BYTES_DATA_OFFSET, KERNEL_PROTOTYPE, Latch, LaunchStruct, kernel_fault, thread_state
 
@@ -355,6 +356,20 @@ class HostQueue(AsyncInfo):
             else:
                 queue.hand_back(pool)
         return taken_here
+
+    def recover(self, pool: WorkerPool, exc: Exception) -> None:
+        """After :meth:`serve` raised (a bug of the runtime, never of user code, whose errors fail
+        the queue): warn, fail the queue, and hand it back, so the worker lives on and the queue's
+        remaining work is skipped (its syncs and events are released) instead of hanging."""
+        warnings.warn(f"offloadrt: a host worker failed while running {self.owner or 'a queue'}: {exc!r}; "
+                      f"the queue is put in the error state", OffloadWarning, stacklevel=2)
+        error = OffloadError(ErrorCode.UNKNOWN, f"the host worker running the queue failed: {exc!r}")
+        error.__cause__ = exc
+        self.fail(error)
+        try:
+            self.hand_back(pool)
+        except RuntimeError:  # the claim was released already (serve raised on its way out)
+            pass
 
     def hand_back(self, pool: WorkerPool) -> None:
         """Give up serving this claimed queue: to the ready list when it has work, else release the

@@ -163,7 +163,10 @@ class WorkerPool:
                     if not self._sleep(me):
                         return
                     continue
-                queue.serve(self)
+                try:
+                    queue.serve(self)
+                except Exception as exc:  # noqa: BLE001  # a runtime bug: keep the worker and drain the queue
+                    queue.recover(self, exc)
         finally:
             with self._lock:
                 self._workers.discard(me)
