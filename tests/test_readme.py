@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from offloadrt import OffloadError
+from offloadrt.compile import _clang
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -32,3 +37,19 @@ def test_the_python_api_example_is_examples_saxpy() -> None:
     example = (README.parent / "examples" / "saxpy.py").read_text()
     shown = next(block for block in blocks("python") if "offloadrt.asarray" in block)
     assert example.endswith(shown), "README's Python API example differs from examples/saxpy.py"
+
+
+def test_the_kernels_from_source_example_runs_on_every_device(tmp_path: Path) -> None:
+    """The portable-kernel example compiles one <gpuintrin.h> source (needs clang >= 20 for the host build)."""
+    try:
+        _clang.clang()
+    except OffloadError as error:
+        pytest.skip(f"portable kernels need clang >= 20: {error}")
+    script = next(block for block in blocks("python") if "device.compile(SOURCE)" in block)
+    (tmp_path / "example.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    env["OFFLOADRT_CACHE_DIR"] = str(tmp_path / "cache")
+    result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "host:0: ('float32', 'ptr', 'uint32')" in result.stdout, result.stdout
