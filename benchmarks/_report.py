@@ -75,9 +75,9 @@ def write_json(path: Path | None, results: dict[str, Any]) -> None:
         path.write_text(json.dumps(results, indent=2))
 
 
-def build_host_kernels(source: str, workdir: Path, name: str) -> Path:
+def build_host_kernels(source: str, workdir: Path, name: str, optimise: Sequence[str] = ("-O2",)) -> Path:
     """Build C ``source`` into ``workdir/name.so``, a host program, with the system ``cc`` as the tests
-    do (``cc -shared -fPIC -O2 -I <offloadrt include>``)."""
+    do (``cc -shared -fPIC -O2 -I <offloadrt include>``; ``optimise`` replaces ``-O2``)."""
     import offloadrt
 
     compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -85,6 +85,6 @@ def build_host_kernels(source: str, workdir: Path, name: str) -> Path:
         raise RuntimeError("no C compiler (cc) on PATH: the host benchmarks build their kernels with it")
     (workdir / f"{name}.c").write_text(source)
     target = workdir / f"{name}.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-I", offloadrt.get_include(), str(workdir / f"{name}.c"),
-                    "-o", str(target)], check=True)
+    subprocess.run([compiler, "-shared", "-fPIC", *optimise, "-I", offloadrt.get_include(),
+                    str(workdir / f"{name}.c"), "-o", str(target)], check=True)
     return target
