@@ -748,6 +748,94 @@ def test_the_packing_plan_is_cached_per_argument_types(host: offloadrt.Device, s
     assert saxpy._fast is _args.not_built and saxpy.signature is None
 
 
+def _kept(kernel: offloadrt.Kernel) -> tuple:
+    """The values and blob a kernel's launcher keeps from its last launch (its ``_last`` cell)."""
+    cells = dict(zip(kernel._fast.__code__.co_freevars, kernel._fast.__closure__ or ()))
+    return cells["_last"].cell_contents
+
+
+def test_a_launch_with_the_same_values_passes_the_kept_blob(host: offloadrt.Device, program: offloadrt.Program) -> None:
+    mixed = program.kernel("mixed")
+    mixed.signature = ("int8", "double", "short", "ptr", "float32", "uint64", "uint8")
+    out = host.allocate(48)
+    view = offloadrt.Array(out, (6,), np.float64)
+
+    def launched(*args: object) -> list[float]:
+        queue.launch(mixed, 1, 1, *args)
+        return [float(v) for v in view.numpy(queue)]
+
+    with host.queue() as queue:
+        assert launched(-4, 3.0, 7, out, 0.5, 9, True) == [-4, 3, 7, 0.5, 9, 1]  # builds the launcher
+        assert launched(-4, 3.0, 7, out, 0.5, 9, True) == [-4, 3, 7, 0.5, 9, 1]  # which keeps the blob
+        blob = _kept(mixed)[-1]
+        assert launched(-4, 3.0, 7, out, 0.5, 9, True) == [-4, 3, 7, 0.5, 9, 1]
+        assert _kept(mixed)[-1] is blob  # the same values: the same bytes object again
+        assert launched(-4, 3.0, 8, out, 0.5, 9, True)[2] == 8  # one value changed: packed afresh
+        assert _kept(mixed)[-1] is not blob
+        # equal but not the same: -0.0 == 0.0, yet the kernel must see the sign
+        launched(-4, 0.0, 8, out, 0.5, 9, True)
+        assert not np.signbit(launched(-4, 0.0, 8, out, -0.0, 9, True)[4])
+        assert np.signbit(launched(-4, -0.0, 8, out, -0.0, 9, True)[1])
+        # numbers of one value but another type: the checks of a new argument still run
+        with pytest.raises(OffloadError, match="does not fit"):
+            queue.launch(mixed, 1, 1, -4, 3.0, 7.0, out, 0.5, 9, True)
+        # a mutable ctypes value is packed every time, never kept
+        value = ctypes.c_int8(1)
+        assert launched(value, 2.0, 3, out, 4.0, 5, 6)[0] == 1
+        value.value = 5
+        assert launched(value, 2.0, 3, out, 4.0, 5, 6)[0] == 5
+        # an array's pointer (a sum) compares by value; a NumPy scalar is immutable, so kept
+        six = np.uint8(6)
+        assert launched(-1, 2.0, 3, view, 4.0, 5, six) == [-1, 2, 3, 4, 5, 6]
+        assert launched(-1, 2.0, 3, view, 4.0, 5, six) == [-1, 2, 3, 4, 5, 6]
+        blob = _kept(mixed)[-1]
+        assert launched(-1, 2.0, 3, view, 4.0, 5, six) == [-1, 2, 3, 4, 5, 6]
+        assert _kept(mixed)[-1] is blob
+        # a buffer closed since the blob was kept is refused, and a new buffer at the same address
+        # is noted as used by the queue (its block waits for the launch)
+        other = host.allocate(48)
+        launched(1, 2.0, 3, view, 4.0, 5, 6)
+        queue.launch(mixed, 1, 1, 1, 2.0, 3, other, 4.0, 5, 6)
+        queue.sync()
+        address = other.ptr
+        other.close()
+        with pytest.raises(OffloadError, match="closed buffer"):
+            queue.launch(mixed, 1, 1, 1, 2.0, 3, other, 4.0, 5, 6)
+        again = host.allocate(48)
+        assert again.ptr == address  # the pool hands the block out again
+        queue.launch(mixed, 1, 1, 1, 2.0, 3, again, 4.0, 5, 6)
+        assert again._queues is queue
+        assert list(offloadrt.Array(again, (6,), np.float64).numpy(queue)) == [1, 2, 3, 4, 5, 6]
+
+
+def test_launches_of_one_kernel_from_threads_keep_their_own_values(host: offloadrt.Device,
+                                                                   program: offloadrt.Program) -> None:
+    mixed = program.kernel("mixed")
+    mixed.signature = ("int8", "double", "short", "ptr", "float32", "uint64", "uint8")
+    outs = [offloadrt.empty(6, np.float64) for _ in range(2)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def launch(index: int) -> None:
+        try:
+            with host.queue() as queue:
+                start.wait(WAIT)
+                for value in range(300):
+                    value_ = value % 7
+                    queue.launch(mixed, 1, 1, index, 1.0, value_, outs[index].buffer, 2.0, index, 3)
+                    seen = outs[index].numpy(queue)
+                    assert list(seen) == [index, 1, value_, 2, index, 3], (index, value_, list(seen))
+        except BaseException as exc:  # noqa: BLE001  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors, errors[0]
+
+
 def test_a_closed_program_cannot_launch(host: offloadrt.Device, build) -> None:
     program = host.load(build("core_kernels"))
     kernel = program.kernel("bump")

@@ -193,16 +193,45 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
     return plan
 
 
+# Types whose values never change: an argument of one of these that is the very object of the
+# last launch packs to the same bytes, so the launcher may pass the last blob again.
+_IMMUTABLE = frozenset({int, float, bool, *(type(np.dtype(c).type(0)) for c in "?bBhHiIqQefd")})
+_NOTHING = object()  # identical to no argument: the launcher's "no blob kept yet"
+
+
+def _reuse_test(expression: str, arg: str) -> str | None:
+    """The test that part ``expression`` of a blob (its value read into ``{value}``) differs from the
+    one packed last time (``{last}``): by identity for a buffer's pointer and a plain argument (same
+    object, same value), by equality for an array's pointer (a sum, a new int each time); None for
+    a part that cannot tell (the bytes of a mutable ctypes object, a helper's conversion)."""
+    if expression in (f"{arg}._ptr", arg):
+        return "{value} is not {last}"
+    if expression == f"{arg}._buf._ptr + {arg}._offset":
+        return "{value} != {last}"
+    return None
+
+
 def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: Any, symbol: Any,
                       key: tuple[Any, Any, Any], sizes: KernelLaunchSizeArgs, launch: Callable[..., Any],
                       kernel_name: str) -> Callable[..., Any]:
     """A launcher for arguments of these types: ``fast(queue, grid, block, shared_mem, args)`` launches and
     returns True, or returns False (nothing done) when anything differs from what it was built for.
-    ``device`` is the kernel's ``ol*`` device: a queue of another device is refused by ``olLaunchKernel``."""
+    ``device`` is the kernel's ``ol*`` device: a queue of another device is refused by ``olLaunchKernel``.
+
+    When every value packed is a buffer's or array's pointer or an argument of an immutable type
+    (int, float, bool, a NumPy scalar), the launcher keeps the last blob with the values it was
+    packed from, and a launch with those values again (the same objects; equal array pointers)
+    passes that same ``bytes`` object instead of packing a new one: no packing, and the host
+    plugin's launcher recognises the very same blob fastest. Values and blob are kept as one tuple,
+    so launches of the kernel from several threads never pair a blob with another launch's values.
+    ``fast.source`` is the launcher's Python source.
+    """
     values, used, packing = plan.parts  # type: ignore[attr-defined]
-    namespace: dict[str, Any] = {**packing, "_launch": launch, "_device": device, "_symbol": symbol, "_sizes": sizes,
-                                 "_grid": key[0], "_block": key[1], "_shared": key[2], "_cached_sizes": _SIZES.get,
-                                 "_errors": (struct.error, TypeError, AttributeError, OverflowError, ValueError)}
+    namespace: dict[str, Any] = {name: value for name, value in packing.items() if name.startswith("_")
+                                 and name != "__builtins__"}
+    namespace.update({"_launch": launch, "_device": device, "_symbol": symbol, "_sizes": sizes, "_grid": key[0],
+                      "_block": key[1], "_shared": key[2], "_cached_sizes": _SIZES.get,
+                      "_errors": (struct.error, TypeError, AttributeError, OverflowError, ValueError)})
     names = [f"a{i}" for i in range(len(args))]
     checks = []
     typed = getattr(plan, "typed", False)
@@ -215,16 +244,57 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
             continue
         namespace[f"_T{index}"] = type(value)
         checks.append(f"type(a{index}) is not _T{index}")
+    # the parts of the blob that vary (a NULL pointer's "0" never does), each with the test that it
+    # changed since the blob kept; no blob is kept when a part cannot tell
+    varying = [(i, expression) for i, expression in enumerate(values) if expression != "0"]
+    tests = [_reuse_test(expression, f"a{i}") for i, expression in varying]
+    plain = [f"a{i}" for i, expression in varying if expression == f"a{i}"]
+    if not typed and any(type(args[int(a[1:])]) not in _IMMUTABLE for a in plain):
+        tests.append(None)  # without a signature the types are checked per launch: decided here
+    if varying and None not in tests:
+        namespace["_last"] = (*(_NOTHING for _ in varying), None)
+        kept = [f"k{i}" for i, _ in varying]
+        read = {i: (expression if expression == f"a{i}" else f"v{i}") for i, expression in varying}
+        parts = [read.get(i, expression) for i, expression in enumerate(values)]
+        storable = " and ".join(f"type({a}) in _immutable" for a in plain) if typed else ""
+        if storable:
+            namespace["_immutable"] = _IMMUTABLE
+        differs = " or ".join(test.format(value=read[i], last=k)  # type: ignore[union-attr]
+                              for (i, _), test, k in zip(varying, tests, kept))
+        # each value is read once: the blob kept is paired with the very values it was packed from
+        pack = (
+            ("        try:\n"
+             + "".join(f"            v{i} = {expression}\n" for i, expression in varying if read[i] != expression)
+             + "        except _errors:\n"
+             "            return False\n" if any(read[i] != expression for i, expression in varying) else "")
+            + f"        {', '.join(kept)}, blob = _last\n"
+            f"        if {differs}:\n"
+            "            try:\n"
+            f"                blob = _pack({', '.join(parts)})\n"
+            "            except _errors:\n"
+            "                return False\n"
+            + (f"            if {storable}:\n    " if storable else "")
+            + f"            _last = ({', '.join(read[i] for i, _ in varying)}, blob)\n"
+        )
+        nonlocal_ = "        nonlocal _last\n"
+    else:
+        pack = (
+            "        try:\n"
+            f"            blob = {f'_pack({chr(44).join(values)})' if values else 'None'}\n"
+            "        except _errors:\n"
+            "            return False\n"
+        )
+        nonlocal_ = ""
     # everything the launcher reads is a variable of the enclosing factory: a closure cell, read as fast
     # as a local (keyword defaults would cost a dictionary look-up per call)
     namespace["type"] = type
     cells = sorted(namespace)
     unpack = f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else \
         "        if args:\n            return False\n"
-    blob = f"_pack({', '.join(values)})" if values else "None"
     source = (
         f"def factory({', '.join(cells)}):\n"
         "    def fast(q, grid, block, shared, args):\n"
+        + nonlocal_
         + unpack
         + (f"        if {' or '.join(checks)}:\n            return False\n" if checks else "")
         + "        if grid == _grid and block == _block and shared == _shared:\n"
@@ -236,10 +306,7 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
         "        handle = q._handle\n"
         "        if handle is None:\n"
         "            return False\n"
-        "        try:\n"
-        f"            blob = {blob}\n"
-        "        except _errors:\n"
-        "            return False\n"
+        + pack
         + "".join(f"        if {b}._queues is not q:\n            {b}._use(q)\n" for b in used)
         + "        _launch(handle, _device, _symbol, blob, sizes)\n"
         "        return True\n"
@@ -248,6 +315,7 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
     scope: dict[str, Any] = {}
     exec(compile(source, f"<offloadrt launcher of {kernel_name}>", "exec"), scope)
     fast: Callable[..., Any] = scope["factory"](**namespace)
+    fast.source = source  # type: ignore[attr-defined]
     return fast
 
 
