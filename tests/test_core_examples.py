@@ -70,9 +70,9 @@ def test_mpi_saxpy_example_on_two_ranks() -> None:
     result = subprocess.run([mpiexec, "-n", "2", sys.executable, str(EXAMPLES / "mpi_saxpy.py")], capture_output=True,
                             text=True, timeout=120, env=clean_env(), check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = sorted(result.stdout.splitlines())
-    assert any(line.startswith("saxpy on 2 ranks: ok") for line in lines), result.stdout
-    assert {line.split(":")[0] for line in lines if line.startswith("rank")} == {"rank 0", "rank 1"}
+    # the ranks' lines reach mpiexec's stdout in pieces that may interleave, even within a line
+    assert "saxpy on 2 ranks: ok" in result.stdout, result.stdout
+    assert set(re.findall(r"rank (\d): \d+ elements", result.stdout)) == {"0", "1"}, result.stdout
 
 
 # ---- docs/python-api.md ------------------------------------------------------------------------------
