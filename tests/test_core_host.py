@@ -806,6 +806,29 @@ def test_a_launch_with_the_same_values_passes_the_kept_blob(host: offloadrt.Devi
         assert list(offloadrt.Array(again, (6,), np.float64).numpy(queue)) == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_launcher_whose_values_change_every_launch_stops_keeping_blobs(host: offloadrt.Device,
+                                                                           program: offloadrt.Program) -> None:
+    bump = program.kernel("bump")
+    bump.signature = ("int32",)
+    with host.queue() as queue:
+        queue.launch(bump, 1, 1, 1000)
+        queue.launch(bump, 1, 1, 1000)
+        queue.launch(bump, 1, 1, 1000)  # found again: no launches in a row with other values
+        assert _kept(bump)[0] == 1000
+        for value in range(_args.KEEP_AFTER_MISSES):
+            queue.launch(bump, 1, 1, value)
+        assert _kept(bump)[0] == _args.KEEP_AFTER_MISSES - 1  # each kept until then
+        queue.launch(bump, 1, 1, 2000)
+        assert _kept(bump)[0] == _args.KEEP_AFTER_MISSES - 1  # no longer
+        queue.launch(bump, 1, 1, _args.KEEP_AFTER_MISSES - 1)  # the kept values again: keeping starts anew
+        queue.launch(bump, 1, 1, 3000)
+        assert _kept(bump)[0] == 3000
+        bump.signature = None
+        queue.launch(bump, 1, 1, np.int32(1))  # without a signature: kept too (NumPy scalars are immutable)
+        queue.launch(bump, 1, 1, np.int32(2))
+        assert _kept(bump)[0] == 2
+
+
 def test_launches_of_one_kernel_from_threads_keep_their_own_values(host: offloadrt.Device,
                                                                    program: offloadrt.Program) -> None:
     mixed = program.kernel("mixed")

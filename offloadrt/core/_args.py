@@ -197,6 +197,7 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
 # last launch packs to the same bytes, so the launcher may pass the last blob again.
 _IMMUTABLE = frozenset({int, float, bool, *(type(np.dtype(c).type(0)) for c in "?bBhHiIqQefd")})
 _NOTHING = object()  # identical to no argument: the launcher's "no blob kept yet"
+KEEP_AFTER_MISSES = 8  # a launcher stops keeping blobs after this many launches in a row with other values
 
 
 def _reuse_test(expression: str, arg: str) -> str | None:
@@ -253,15 +254,25 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
         tests.append(None)  # without a signature the types are checked per launch: decided here
     if varying and None not in tests:
         namespace["_last"] = (*(_NOTHING for _ in varying), None)
+        namespace["_misses"] = 0
         kept = [f"k{i}" for i, _ in varying]
         read = {i: (expression if expression == f"a{i}" else f"v{i}") for i, expression in varying}
         parts = [read.get(i, expression) for i, expression in enumerate(values)]
-        storable = " and ".join(f"type({a}) in _immutable" for a in plain) if typed else ""
-        if storable:
-            namespace["_immutable"] = _IMMUTABLE
+        # with a signature any number type may come: keep only values of the types the launcher was
+        # built for, and those only if immutable
+        storable = []
+        if typed:  # (without one, the types are checked on entry)
+            storable = [f"type({a}) is _T{a[1:]}" for a in plain if type(args[int(a[1:])]) in _IMMUTABLE]
+            if len(storable) < len(plain):
+                storable = ["False"]
+            for a in plain:
+                namespace[f"_T{a[1:]}"] = type(args[int(a[1:])])
         differs = " or ".join(test.format(value=read[i], last=k)  # type: ignore[union-attr]
                               for (i, _), test, k in zip(varying, tests, kept))
-        # each value is read once: the blob kept is paired with the very values it was packed from
+        # Each value is read once: the blob kept is paired with the very values it was packed from.
+        # After KEEP_AFTER_MISSES launches in a row that found other values, the launcher stops
+        # keeping new blobs (values that change every launch would only pay for it); a launch that
+        # finds the kept values again starts it anew.
         pack = (
             ("        try:\n"
              + "".join(f"            v{i} = {expression}\n" for i, expression in varying if read[i] != expression)
@@ -273,10 +284,14 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
             f"                blob = _pack({', '.join(parts)})\n"
             "            except _errors:\n"
             "                return False\n"
-            + (f"            if {storable}:\n    " if storable else "")
-            + f"            _last = ({', '.join(read[i] for i, _ in varying)}, blob)\n"
+            f"            if _misses < {KEEP_AFTER_MISSES}:\n"
+            "                _misses += 1\n"
+            + (f"                if {' and '.join(storable)}:\n    " if storable else "")
+            + f"                _last = ({', '.join(read[i] for i, _ in varying)}, blob)\n"
+            "        elif _misses:\n"
+            "            _misses = 0\n"
         )
-        nonlocal_ = "        nonlocal _last\n"
+        nonlocal_ = "        nonlocal _last, _misses\n"
     else:
         pack = (
             "        try:\n"
