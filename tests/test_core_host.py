@@ -823,6 +823,12 @@ def test_a_launcher_whose_values_change_every_launch_stops_keeping_blobs(host: o
         queue.launch(bump, 1, 1, _args.KEEP_AFTER_MISSES - 1)  # the kept values again: keeping starts anew
         queue.launch(bump, 1, 1, 3000)
         assert _kept(bump)[0] == 3000
+        # values that settle after many changes are kept within KEEP_EVERY launches
+        for value in range(_args.KEEP_AFTER_MISSES + _args.KEEP_EVERY):
+            queue.launch(bump, 1, 1, value)
+        for _ in range(_args.KEEP_EVERY):
+            queue.launch(bump, 1, 1, 4000)
+        assert _kept(bump)[0] == 4000
         bump.signature = None
         queue.launch(bump, 1, 1, np.int32(1))  # without a signature: kept too (NumPy scalars are immutable)
         queue.launch(bump, 1, 1, np.int32(2))

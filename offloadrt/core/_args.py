@@ -197,7 +197,8 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
 # last launch packs to the same bytes, so the launcher may pass the last blob again.
 _IMMUTABLE = frozenset({int, float, bool, *(type(np.dtype(c).type(0)) for c in "?bBhHiIqQefd")})
 _NOTHING = object()  # identical to no argument: the launcher's "no blob kept yet"
-KEEP_AFTER_MISSES = 8  # a launcher stops keeping blobs after this many launches in a row with other values
+KEEP_AFTER_MISSES = 8  # after this many launches in a row with other values, a launcher keeps only
+KEEP_EVERY = 64  # every this many-th blob (a power of 2)
 
 
 def _reuse_test(expression: str, arg: str) -> str | None:
@@ -270,9 +271,9 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
         differs = " or ".join(test.format(value=read[i], last=k)  # type: ignore[union-attr]
                               for (i, _), test, k in zip(varying, tests, kept))
         # Each value is read once: the blob kept is paired with the very values it was packed from.
-        # After KEEP_AFTER_MISSES launches in a row that found other values, the launcher stops
-        # keeping new blobs (values that change every launch would only pay for it); a launch that
-        # finds the kept values again starts it anew.
+        # After KEEP_AFTER_MISSES launches in a row that found other values, the launcher keeps only
+        # every KEEP_EVERY-th new blob (values that change every launch would only pay for keeping
+        # them); a launch that finds the kept values again keeps every blob again.
         pack = (
             ("        try:\n"
              + "".join(f"            v{i} = {expression}\n" for i, expression in varying if read[i] != expression)
@@ -284,8 +285,8 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
             f"                blob = _pack({', '.join(parts)})\n"
             "            except _errors:\n"
             "                return False\n"
-            f"            if _misses < {KEEP_AFTER_MISSES}:\n"
-            "                _misses += 1\n"
+            "            _misses += 1\n"
+            f"            if _misses <= {KEEP_AFTER_MISSES} or not _misses & {KEEP_EVERY - 1}:\n"
             + (f"                if {' and '.join(storable)}:\n    " if storable else "")
             + f"                _last = ({', '.join(read[i] for i, _ in varying)}, blob)\n"
             "        elif _misses:\n"
