@@ -819,16 +819,16 @@ def test_a_launcher_whose_values_change_every_launch_stops_keeping_blobs(host: o
             queue.launch(bump, 1, 1, value)
         assert _kept(bump)[0] == _args.KEEP_AFTER_MISSES - 1  # each kept until then
         queue.launch(bump, 1, 1, 2000)
-        assert _kept(bump)[0] == _args.KEEP_AFTER_MISSES - 1  # no longer
-        queue.launch(bump, 1, 1, _args.KEEP_AFTER_MISSES - 1)  # the kept values again: keeping starts anew
-        queue.launch(bump, 1, 1, 3000)
-        assert _kept(bump)[0] == 3000
-        # values that settle after many changes are kept within KEEP_EVERY launches
-        for value in range(_args.KEEP_AFTER_MISSES + _args.KEEP_EVERY):
+        assert _kept(bump)[0] is _args._NOTHING  # no longer: nothing is kept
+        # values that settle after many changes are kept again within KEEP_EVERY launches, and from
+        # then on every new value is kept again
+        for value in range(_args.KEEP_EVERY):
             queue.launch(bump, 1, 1, value)
         for _ in range(_args.KEEP_EVERY):
             queue.launch(bump, 1, 1, 4000)
         assert _kept(bump)[0] == 4000
+        queue.launch(bump, 1, 1, 3000)
+        assert _kept(bump)[0] == 3000
         bump.signature = None
         queue.launch(bump, 1, 1, np.int32(1))  # without a signature: kept too (NumPy scalars are immutable)
         queue.launch(bump, 1, 1, np.int32(2))

@@ -254,7 +254,7 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
     if not typed and any(type(args[int(a[1:])]) not in _IMMUTABLE for a in plain):
         tests.append(None)  # without a signature the types are checked per launch: decided here
     if varying and None not in tests:
-        namespace["_last"] = (*(_NOTHING for _ in varying), None)
+        namespace["_last"] = namespace["_unkept"] = (*(_NOTHING for _ in varying), None)
         namespace["_misses"] = 0
         kept = [f"k{i}" for i, _ in varying]
         read = {i: (expression if expression == f"a{i}" else f"v{i}") for i, expression in varying}
@@ -272,8 +272,9 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
                               for (i, _), test, k in zip(varying, tests, kept))
         # Each value is read once: the blob kept is paired with the very values it was packed from.
         # After KEEP_AFTER_MISSES launches in a row that found other values, the launcher keeps only
-        # every KEEP_EVERY-th new blob (values that change every launch would only pay for keeping
-        # them); a launch that finds the kept values again keeps every blob again.
+        # every KEEP_EVERY-th new blob and forgets it at the next new values (values that change
+        # every launch would only pay for keeping them, and the test then fails at its first
+        # value); a launch that finds the kept values again keeps every blob again.
         pack = (
             ("        try:\n"
              + "".join(f"            v{i} = {expression}\n" for i, expression in varying if read[i] != expression)
@@ -289,6 +290,8 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
             f"            if _misses <= {KEEP_AFTER_MISSES} or not _misses & {KEEP_EVERY - 1}:\n"
             + (f"                if {' and '.join(storable)}:\n    " if storable else "")
             + f"                _last = ({', '.join(read[i] for i, _ in varying)}, blob)\n"
+            "            else:\n"
+            "                _last = _unkept\n"  # the next launch's test fails at its first value
             "        elif _misses:\n"
             "            _misses = 0\n"
         )
