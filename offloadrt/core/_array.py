@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceType, PlatformBackend
-from . import _copy, _hostmem
+from . import _copy, _hostmem, _memory
 from ._errors import NotAvailableError
 
 if TYPE_CHECKING:
@@ -34,9 +34,7 @@ class Array:
 
     def __init__(self, buffer: Buffer, shape: int | tuple[int, ...], dtype: Any, offset: int = 0,
                  queue: Queue | None = None) -> None:
-        from ._memory import Buffer
-
-        if not isinstance(buffer, Buffer):
+        if not isinstance(buffer, _memory.Buffer):
             raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"an Array views a Buffer, got {type(buffer).__name__}")
         self.dtype = _dtype(dtype)
         self.shape = _shape(shape)

@@ -10,7 +10,7 @@ import numpy as np
 from .. import api
 from ..errors import ErrorCode, OffloadError
 from ..types import DeviceType
-from . import _hostmem
+from . import _array, _hostmem, _memory  # module references: used at call time only
 from ._errors import with_context
 from ._queue import check
 
@@ -27,12 +27,9 @@ def _keep_alive(_objects: object) -> None:
 
 def region(obj: Any) -> tuple[Buffer, int, int] | None:
     """(buffer, offset, nbytes) of a Buffer or Array; None for anything else."""
-    from ._array import Array
-    from ._memory import Buffer
-
-    if isinstance(obj, Buffer):
+    if isinstance(obj, _memory.Buffer):
         return obj, 0, obj.nbytes
-    if isinstance(obj, Array):
+    if isinstance(obj, _array.Array):
         return obj._buf, obj._offset, obj.nbytes
     return None
 

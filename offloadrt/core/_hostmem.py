@@ -73,8 +73,18 @@ def destination(obj: object) -> tuple[int, int, object]:
     return _address(array), array.nbytes, array
 
 
+_char_at = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
 def _address(array: np.ndarray) -> int:
-    return int(array.__array_interface__["data"][0]) if array.nbytes else 0
+    """The address of a contiguous array's first byte (0 when empty)."""
+    if not array.nbytes:
+        return 0
+    try:
+        return _addressof(_char_at(array))  # a third of the time of __array_interface__
+    except TypeError:  # read-only memory: ctypes takes writable buffers only
+        return int(array.__array_interface__["data"][0])
 
 
 def _as_array(obj: object, what: str) -> np.ndarray:

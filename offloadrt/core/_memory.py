@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceType
-from . import _hostmem, _runtime
+from . import _copy, _hostmem, _runtime  # (_copy: used at call time only)
 from ._errors import NotAvailableError
 
 if TYPE_CHECKING:
@@ -149,25 +149,19 @@ class Buffer:
         Without ``queue`` the copy is done when the call returns; with one it runs in the queue's
         order, and a host object is kept alive until it has run.
         """
-        from ._copy import copy
-
-        copy(self, src, queue, into=True)
+        _copy.copy(self, src, queue, into=True)
 
     def copy_to(self, dst: Any, queue: Queue | None = None) -> None:
         """Copy this buffer into ``dst`` (a :class:`Buffer`, an :class:`Array`, or a writable host object
         with the buffer protocol, such as a NumPy array). Sizes must match. ``queue`` as for
         :meth:`copy_from`."""
-        from ._copy import copy
-
-        copy(self, dst, queue, into=False)
+        _copy.copy(self, dst, queue, into=False)
 
     def fill(self, pattern: Any, queue: Queue | None = None) -> None:
         """Fill the buffer with repeated copies of ``pattern``: an int 0..255 (one byte), a NumPy scalar
         (its bytes, e.g. ``numpy.float32(1.0)``) or any bytes-like object. ``nbytes`` must be a
         multiple of the pattern's length. ``queue`` as for :meth:`copy_from`."""
-        from ._copy import fill
-
-        fill(self, 0, self.nbytes, pattern, queue)
+        _copy.fill(self, 0, self.nbytes, pattern, queue)
 
     # ---- interchange ---------------------------------------------------------------------------
 
