@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import api
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, DeviceType, PlatformBackend
-from . import _runtime
+from . import _program, _queue, _runtime
 from ._errors import MissingKeyError, with_context
 
 if TYPE_CHECKING:
@@ -128,9 +128,7 @@ class Device:
 
     def queue(self) -> Queue:
         """A new in-order :class:`Queue` of work on this device (use it in a ``with`` block)."""
-        from ._queue import make_queue
-
-        return make_queue(self)
+        return _queue.make_queue(self)
 
     def load(self, image: bytes | bytearray | memoryview | os.PathLike[str]) -> Program:
         """Load device code: the image's bytes, or a ``pathlib.Path`` to read them from.
@@ -138,9 +136,7 @@ class Device:
         The host device takes an ELF shared object built with ``cc -shared -fPIC``; CUDA devices PTX,
         cubin or fatbin; AMD GPUs a code object. ``INVALID_BINARY`` says why an image was refused.
         """
-        from ._program import Program
-
-        return Program._load(self, image)
+        return _program.Program._load(self, image)
 
     def compile(self, source: str, options: Sequence[str] = (), lang: str | None = None) -> Program:
         """Compile kernel ``source`` for this device and load it (see ``docs/kernels.md``).
