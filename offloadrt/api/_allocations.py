@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import ErrorCode, OffloadError
@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 _bisect_right = bisect.bisect_right
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Allocation:
     base: int
     size: int
     device: Device
     kind: AllocType
+    end: int = field(init=False)  # base + size: the first address past it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "end", self.base + self.size)
 
 
 class AllocationMap:
@@ -109,6 +113,45 @@ class AllocationMap:
                                f"{what}: {size} bytes at {address:#x} run {address + size - end} bytes past the end "
                                f"of the allocation at {alloc.base:#x} ({alloc.size} bytes, on {alloc.device!r})")
         return alloc
+
+    def copy_fits(self, dst: int, src: int, size: int, to_device: bool) -> bool:
+        """Whether a copy of ``size`` bytes from ``src`` to ``dst`` passes the allocation checks of
+        olMemcpy: each side that starts inside an allocation ends inside it, and the host side (``src``
+        when ``to_device``, else ``dst``) is not a GPU's device memory. False also when a writer
+        changed the map meanwhile: the caller then takes :meth:`check_range`, which says what is wrong.
+
+        The hot path of olMemcpy: both lookups in one frame, without the lock.
+        """
+        version = self._version
+        if version & 1:
+            return False
+        by_base = self._by_base
+        bases = self._bases
+        try:
+            dst_alloc = by_base.get(dst)
+            if dst_alloc is None:
+                index = _bisect_right(bases, dst)
+                if index:
+                    dst_alloc = by_base[bases[index - 1]]
+                    if dst >= dst_alloc.end:
+                        dst_alloc = None
+            src_alloc = by_base.get(src)
+            if src_alloc is None:
+                index = _bisect_right(bases, src)
+                if index:
+                    src_alloc = by_base[bases[index - 1]]
+                    if src >= src_alloc.end:
+                        src_alloc = None
+        except (IndexError, KeyError):  # a writer moved things meanwhile; the version shows it too
+            return False
+        if dst_alloc is not None and dst + size > dst_alloc.end:
+            return False
+        if src_alloc is not None and src + size > src_alloc.end:
+            return False
+        host_alloc = src_alloc if to_device else dst_alloc
+        if host_alloc is not None and host_alloc.kind is AllocType.DEVICE and not host_alloc.device.is_host:
+            return False
+        return self._version == version
 
     def drain(self) -> list[Allocation]:
         with self._lock:

@@ -72,6 +72,13 @@ def entry_point(impl: Callable[..., Any]) -> Callable[..., Any]:
     return public  # type: ignore[no-any-return]
 
 
+def adopt_entry_point(public: Callable[..., Any], checked: Callable[..., Any]) -> None:
+    """Make ``public``, a hand-written hot path that falls back to the ``entry_point``-made ``checked``,
+    look like ``checked`` (its docstring, signature, implementation and ``WithCodeLoc`` variant)."""
+    for attribute in ("__doc__", "__signature__", "__offloadrt_impl__", "with_code_location"):
+        setattr(public, attribute, getattr(checked, attribute))
+
+
 def _code_location_variant(impl: Callable[..., Any], params: list[inspect.Parameter],
                            defaults: dict[str, Any]) -> Callable[..., Any]:
     """``<name>WithCodeLoc``: the same call with a trailing ``code_location`` (LLVM 22's variants);

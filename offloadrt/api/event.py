@@ -5,23 +5,42 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
+from ..plugins.common.resources import running_host_function
 from ..types import EVENT_INFO_KINDS, EventInfo
-from ._entry import entry_point
+from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
+from ._state import STATE as _STATE
 from ._state import Context
 from .handles import Event, Queue, enum_value, live_event, live_queue, refuse_in_host_function
 
+# Each call below has a hot path in one frame, for plain right handles with no tracing: it makes
+# the checks of its checked entry point (made by entry_point), in the same order where one can
+# fail, and calls the device; anything else takes the checked entry point, which reports it.
 
-@entry_point
-def olCreateEvent(ctx: Context, queue: Queue) -> Event:
+def _create_event(ctx: Context, queue: Queue) -> Event:
     """An event that completes once all work enqueued on ``queue`` before it is done."""
     ai = live_queue(queue)
     assert isinstance(queue, Queue)
     return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
 
 
-@entry_point
-def olDestroyEvent(ctx: Context, event: Event) -> None:
+_create_event.__name__ = _create_event.__qualname__ = "olCreateEvent"
+_checked_create_event = entry_point(_create_event)
+
+
+def olCreateEvent(queue: Queue) -> Event:
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(queue) is Queue:
+        ai = queue._ai
+        if ai is not None:
+            return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
+    return _checked_create_event(queue)  # type: ignore[no-any-return]
+
+
+adopt_entry_point(olCreateEvent, _checked_create_event)
+
+
+def _destroy_event(ctx: Context, event: Event) -> None:
     """Release ``event``; it does not wait, and the work before the event goes on. Using the
     handle afterwards is ``INVALID_EVENT``."""
     live_event(event)
@@ -34,8 +53,28 @@ def olDestroyEvent(ctx: Context, event: Event) -> None:
     ev.device.destroy_event(ev)  # type: ignore[attr-defined]
 
 
-@entry_point
-def olSyncEvent(ctx: Context, event: Event) -> None:
+_destroy_event.__name__ = _destroy_event.__qualname__ = "olDestroyEvent"
+_checked_destroy_event = entry_point(_destroy_event)
+
+
+def olDestroyEvent(event: Event) -> None:
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(event) is Event:
+        device = event.device
+        if event._ev is not None and device._gdev is not None:
+            with device.lock:  # claim the handle: of two racing destroys, one wins
+                ev = event._ev
+                event._ev = None
+            if ev is not None:
+                ev.device.destroy_event(ev)  # type: ignore[attr-defined]
+                return
+    _checked_destroy_event(event)
+
+
+adopt_entry_point(olDestroyEvent, _checked_destroy_event)
+
+
+def _sync_event(ctx: Context, event: Event) -> None:
     """Wait for ``event``; ``QUEUE_ERROR`` if its queue failed before reaching it.
 
     Not from a host function (``INVALID_ARGUMENT``): the event may be behind it.
@@ -43,6 +82,23 @@ def olSyncEvent(ctx: Context, event: Event) -> None:
     ev = live_event(event)
     refuse_in_host_function("olSyncEvent")
     ev.device.sync_event(ev)  # type: ignore[attr-defined]
+
+
+_sync_event.__name__ = _sync_event.__qualname__ = "olSyncEvent"
+_checked_sync_event = entry_point(_sync_event)
+
+
+def olSyncEvent(event: Event) -> None:
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(event) is Event:
+        ev = event._ev
+        if ev is not None and event.device._gdev is not None and running_host_function() is None:
+            ev.device.sync_event(ev)  # type: ignore[attr-defined]
+            return
+    _checked_sync_event(event)
+
+
+adopt_entry_point(olSyncEvent, _checked_sync_event)
 
 
 def _event_value(event: object, requested: object) -> tuple[EventInfo, Any]:

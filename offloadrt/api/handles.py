@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
-from enum import IntEnum
 from collections.abc import Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ErrorCode, OffloadError

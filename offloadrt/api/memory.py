@@ -8,10 +8,13 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import MEM_INFO_KINDS, AllocType, MemInfo
 from ._allocations import Allocation
-from ._entry import entry_point
+from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
+from ._state import STATE as _STATE
 from ._state import Context, shut_down_meanwhile
 from .handles import Device, Queue, bad_handle, enum_value, live_device, live_queue, payload, pointer, size_value
+
+_U64 = 1 << 64
 
 
 @entry_point
@@ -126,9 +129,8 @@ def _queue_for(queue: object, performer: Device, what: str) -> Any:
     return ai
 
 
-@entry_point
-def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device,
-             size: int) -> None:
+def _memcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device,
+            size: int) -> None:
     """Copy ``size`` bytes from ``src`` on ``src_device`` to ``dst`` on ``dst_device``.
 
     Host memory is named with the host device. With a queue the copy runs in queue order
@@ -136,6 +138,7 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
     the copy is done when the call returns. A range that starts inside an ``olMemAlloc``
     allocation must end inside it (``INVALID_SIZE`` otherwise).
     """
+    # every check, in LLVM 22's order: the path of anything but olMemcpy's hot one
     dst_gdev = live_device(dst_device, "dst_device")
     src_gdev = live_device(src_device, "src_device")
     if queue is not None and type(queue) is not Queue:
@@ -150,7 +153,7 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
         performer = src_device
     ai = _queue_for(queue, performer, "the copy")
     if size == 0:
-        return
+        return None
     if ctx.validate:
         _check_side(ctx, dst, dst_device, size, "olMemcpy destination")
         _check_side(ctx, src, src_device, size, "olMemcpy source")
@@ -166,6 +169,39 @@ def olMemcpy(ctx: Context, queue: Queue | None, dst: int, dst_device: Device, sr
         src_gdev.data_exchange(src, dst_gdev, dst, size, ai)
     else:
         _bounce_copy(ctx, dst, dst_gdev, src, src_gdev, size, ai)
+    return None
+
+
+_memcpy.__name__ = _memcpy.__qualname__ = "olMemcpy"
+_checked_memcpy = entry_point(_memcpy)
+
+
+def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device, size: int) -> None:
+    # The hot path in one frame (the allocation checks in one more): a queued copy between host
+    # memory and the queue's GPU, with plain int arguments that pass every check of the checked
+    # path, goes to the device, whose own hot path checks that the queue has not failed. Anything
+    # else (no queue, a wrong argument, tracing on, no runtime) takes the checked entry point,
+    # which finds and reports what is wrong.
+    ctx = _STATE.context
+    if (ctx is not None and not ctx.trace and type(queue) is Queue and type(dst) is int and type(src) is int
+            and type(size) is int):
+        ai = queue._ai
+        performer = queue.device
+        if ai is not None and 0 < size < _U64 and 0 < dst < _U64 and 0 < src < _U64:
+            to_device = dst_device is performer
+            host_side = src_device if to_device else dst_device if src_device is performer else None
+            if host_side is ctx.host_device and host_side is not performer:
+                gdev = performer._gdev
+                if gdev is not None and (not ctx.validate or ctx.allocations.copy_fits(dst, src, size, to_device)):
+                    if to_device:
+                        gdev.data_submit(dst, src, size, ai)
+                    else:
+                        gdev.data_retrieve(dst, src, size, ai)
+                    return
+    _checked_memcpy(queue, dst, dst_device, src, src_device, size)
+
+
+adopt_entry_point(olMemcpy, _checked_memcpy)
 
 
 def _check_side(ctx: Context, address: int, device: Device, size: int, what: str) -> None:

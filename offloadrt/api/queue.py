@@ -8,8 +8,9 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.resources import AsyncInfo, GenericEvent, running_host_function
 from ..types import QUEUE_INFO_KINDS, QueueInfo
-from ._entry import entry_point
+from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
+from ._state import STATE as _STATE
 from ._state import Context, release_backend_queue, shut_down_meanwhile
 from .handles import (
     Device,
@@ -65,11 +66,14 @@ def _take_parked(device: Device, gdev: Any, may_wait: bool) -> AsyncInfo | None:
     return chosen
 
 
-@entry_point
-def olCreateQueue(ctx: Context, device: Device) -> Queue:
+def _create_queue(ctx: Context, device: Device) -> Queue:
     """A new in-order queue on ``device``; reuses a finished parked queue when there is one."""
     gdev = live_device(device)
     assert isinstance(device, Device)
+    return _new_queue(device, gdev)
+
+
+def _new_queue(device: Device, gdev: Any) -> Queue:
     ai = _take_parked(device, gdev, may_wait=running_host_function() is None) if device.parked else None
     if ai is None:
         ai = gdev.init_async_info()
@@ -86,14 +90,34 @@ def olCreateQueue(ctx: Context, device: Device) -> Queue:
     return queue
 
 
-@entry_point
-def olDestroyQueue(ctx: Context, queue: Queue) -> None:
+_create_queue.__name__ = _create_queue.__qualname__ = "olCreateQueue"
+_checked_create_queue = entry_point(_create_queue)
+
+
+def olCreateQueue(device: Device) -> Queue:
+    # The hot path: a live device, no tracing.
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(device) is Device:
+        gdev = device._gdev
+        if gdev is not None:
+            return _new_queue(device, gdev)
+    return _checked_create_queue(device)  # type: ignore[no-any-return]
+
+
+adopt_entry_point(olCreateQueue, _checked_create_queue)
+
+
+def _destroy_queue(ctx: Context, queue: Queue) -> None:
     """Destroy ``queue`` without waiting: an idle backend queue goes back to the pool at once,
     a busy one is parked and its work still completes. Events of the queue stay valid."""
     live_queue(queue)
     assert isinstance(queue, Queue)
     device = queue.device
     gdev = live_device(device)
+    _retire_queue(queue, device, gdev)
+
+
+def _retire_queue(queue: Queue, device: Device, gdev: Any) -> None:
     with device.lock:  # claim the handle: of two racing destroys, one wins
         ai = queue._ai
         if ai is None:
@@ -104,18 +128,58 @@ def olDestroyQueue(ctx: Context, queue: Queue) -> None:
         with device.lock:
             device.parked.append(ai)
         return
+    if ai.failure is None:  # idle and healthy: back to the pool, without syncing it once more
+        ai.owner = None
+        gdev.queue_pool.release(ai)
+        return
     release_backend_queue(gdev, ai)
 
 
-@entry_point
-def olSyncQueue(ctx: Context, queue: Queue) -> None:
+_destroy_queue.__name__ = _destroy_queue.__qualname__ = "olDestroyQueue"
+_checked_destroy_queue = entry_point(_destroy_queue)
+
+
+def olDestroyQueue(queue: Queue) -> None:
+    # The hot path: a live queue of a live device, no tracing.
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(queue) is Queue and queue._ai is not None:
+        device = queue.device
+        gdev = device._gdev
+        if gdev is not None:
+            _retire_queue(queue, device, gdev)
+            return
+    _checked_destroy_queue(queue)
+
+
+adopt_entry_point(olDestroyQueue, _checked_destroy_queue)
+
+
+def _sync_queue(ctx: Context, queue: Queue) -> None:
     """Wait until all work on ``queue`` is done; ``QUEUE_ERROR`` at once if it failed.
 
     Not from a host function (``INVALID_ARGUMENT``): it could wait for itself.
     """
     ai = live_queue(queue)
     refuse_in_host_function("olSyncQueue")
-    ai.device.synchronize(ai, release=False)  # type: ignore[attr-defined]
+    ai.device.synchronize(ai, False)  # type: ignore[attr-defined]
+
+
+_sync_queue.__name__ = _sync_queue.__qualname__ = "olSyncQueue"
+_checked_sync_queue = entry_point(_sync_queue)
+
+
+def olSyncQueue(queue: Queue) -> None:
+    # The hot path in one frame: a live queue, no tracing, not in a host function.
+    ctx = _STATE.context
+    if ctx is not None and not ctx.trace and type(queue) is Queue:
+        ai = queue._ai
+        if ai is not None and running_host_function() is None:
+            ai.device.synchronize(ai, False)  # type: ignore[attr-defined]
+            return
+    _checked_sync_queue(queue)
+
+
+adopt_entry_point(olSyncQueue, _checked_sync_queue)
 
 
 @entry_point

@@ -148,8 +148,29 @@ class GpuMemory(GpuDeviceCore):
         # The driver copies directly when access is enabled, through the host otherwise.
         self.on_stream(queue, "memcpy_peer", dst, dst_device.peer_handle, src, self.peer_handle, size)
 
-    # A queued copy on a healthy device already current on this thread is one driver call (the
-    # hot path, in one frame); anything else goes through enter() and on_stream().
+    # A queued copy on a healthy queue of a healthy device already current on this thread is one
+    # driver call in one frame, the generic check that the queue has not failed included (the hot
+    # path of olMemcpy); anything else takes the generic method, then the hooks below.
+    def data_submit(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if (queue is not None and queue.failure is None and self.sticky is None
+                and self.thread_state.token is self.current_token):
+            result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names["memcpy_htod"])
+            return
+        super().data_submit(dst, src, size, queue)
+
+    def data_retrieve(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
+        if (queue is not None and queue.failure is None and self.sticky is None
+                and self.thread_state.token is self.current_token):
+            result = self.drv_memcpy_dtoh(dst, src, size, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                raise self.failure(int(result[0]), self.call_names["memcpy_dtoh"])
+            return
+        super().data_retrieve(dst, src, size, queue)
+
+    # The hooks' own hot path (a queued copy on a healthy current device) is one driver call too;
+    # anything else goes through enter() and on_stream().
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         if queue is not None and self.sticky is None and self.thread_state.token is self.current_token:
             result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]

@@ -21,7 +21,21 @@ class GpuQueues(GpuDeviceCore):
     def init_async_info(self) -> AsyncInfo:
         if self.sticky is not None:  # even a pooled stream belongs to the poisoned device
             raise self.sticky
-        return super().init_async_info()
+        return self.queue_pool.acquire()
+
+    def has_pending_work(self, queue: AsyncInfo) -> bool:
+        # The generic method in one frame for a healthy device current on this thread (olDestroyQueue's
+        # hot path); a queue with waits to settle takes the generic method (a drained stream stays so).
+        if self.sticky is None and self.thread_state.token is self.current_token:
+            status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
+            if status == NOT_READY:
+                return True
+            if status != SUCCESS:
+                queue.fail(self.failure(status, self.call_names["stream_query"]))
+                return False
+            if not queue.waits:  # type: ignore[attr-defined]
+                return False
+        return super().has_pending_work(queue)
 
     def _create_queue_impl(self) -> AsyncInfo:
         self.enter(select=True)
@@ -126,6 +140,38 @@ class GpuQueues(GpuDeviceCore):
         if self.sticky is None:
             self.enter()
             self.check(self.drv_event_destroy(event), self.call_names["event_destroy"])
+
+    # The generic event calls, each with its hot path in one frame (a healthy queue or event of a
+    # healthy device already current on this thread); anything else takes the generic method.
+    def create_event(self, queue: AsyncInfo) -> GenericEvent:
+        if queue.failure is None and self.sticky is None and self.thread_state.token is self.current_token:
+            event = GpuEvent(self, self.event_pool.acquire())
+            event.position = queue.submitted  # type: ignore[attr-defined]
+            result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
+            if result[0]:
+                self.event_pool.release(event.event)
+                raise self.failure(int(result[0]), self.call_names["event_record"])
+            event.queue = queue  # type: ignore[assignment]
+            return event
+        return super().create_event(queue)
+
+    def sync_event(self, event: GenericEvent) -> None:
+        if event.failure is None and self.sticky is None and self.thread_state.token is self.current_token:
+            status = self.drv_event_sync(event.event)[0]  # type: ignore[attr-defined]
+            source = event.queue  # type: ignore[attr-defined]
+            if not status and (source is None or (not source.waits and source.failure is None)):
+                return  # nothing failed before it
+            if status:  # as _sync_event_impl, without calling the driver again
+                self._event_failed(event, self.failure(int(status), self.call_names["event_sync"]))  # type: ignore[arg-type]
+            else:
+                self._fail_if_behind_failure(event, query=True)  # type: ignore[arg-type]
+            if event.failure is not None:
+                raise event.failure.queue_error()
+            return
+        super().sync_event(event)
+
+    def destroy_event(self, event: GenericEvent) -> None:
+        self.event_pool.release(event.event)  # type: ignore[attr-defined]
 
     def _create_event_impl(self) -> GenericEvent:
         return GpuEvent(self, self.event_pool.acquire())

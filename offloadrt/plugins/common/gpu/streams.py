@@ -85,7 +85,8 @@ class GpuEvent(GenericEvent):
     __slots__ = ("event", "queue", "position")
 
     def __init__(self, device: GpuDeviceCore, event: Any):
-        super().__init__(device)
+        self.device = device  # GenericEvent's fields, set here: one frame fewer per olCreateEvent
+        self.failure = None
         self.event = event
         self.queue: GpuStream | None = None
         self.position = 0
