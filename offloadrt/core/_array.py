@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceType, PlatformBackend
-from . import _copy, _hostmem, _memory
+from . import _copy, _device, _hostmem, _memory
 from ._errors import NotAvailableError
 
 if TYPE_CHECKING:
@@ -202,11 +202,9 @@ def asarray(obj: Any, device: Device | str | None = None, queue: Queue | None = 
 
 
 def _target(device: Device | str | None, queue: Queue | None) -> Device:
-    from ._device import device as find
-
     if device is None and queue is not None:
         return queue._device
-    return find(device)
+    return _device.device(device)
 
 
 def _host_array(obj: Any) -> np.ndarray:
@@ -229,7 +227,15 @@ def _host_array(obj: Any) -> np.ndarray:
     return host if host.flags.c_contiguous else host.copy(order="C")
 
 
+_DTYPES: dict[Any, np.dtype[Any]] = {}  # the dtypes asked for so far, by what they were asked as
+_DTYPES_KEPT = 256
+
+
 def _dtype(dtype: Any) -> np.dtype[Any]:
+    try:
+        return _DTYPES[dtype]
+    except (KeyError, TypeError):  # not asked yet, or unhashable
+        pass
     try:
         result = np.dtype(dtype)
     except TypeError as exc:
@@ -237,15 +243,22 @@ def _dtype(dtype: Any) -> np.dtype[Any]:
     if result.kind not in "biufc" or not result.isnative:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                            f"arrays hold numbers in native byte order (bool, int, uint, float, complex), not {result}")
+    try:
+        if len(_DTYPES) < _DTYPES_KEPT:
+            _DTYPES[dtype] = result
+    except TypeError:
+        pass
     return result
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
+    if type(shape) is int and shape >= 0:
+        return (shape,)
     items = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     try:
-        extents = tuple(operator.index(item) for item in items)
+        extents = tuple(map(operator.index, items))
     except TypeError:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"a shape is an int or a tuple of ints, got {shape!r}") from None
-    if any(extent < 0 for extent in extents):
+    if extents and min(extents) < 0:
         raise OffloadError(ErrorCode.INVALID_SIZE, f"a shape has no negative extents, got {shape!r}")
     return extents
