@@ -1,0 +1,269 @@
+"""The GPU path's hot paths (olMemcpy between host memory and a GPU, event create/sync/destroy,
+queue create/destroy and sync) do what their checked paths do: every check, every error code,
+the async-error semantics, on both GPU plugins over their driver stand-ins; and the resource
+pools, which take and return without a lock, destroy each resource exactly once when a device
+is de-initialised under them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from gpu_fixtures import Runtime, host_buffer
+from gpu_plugins.vendors import VENDORS, Vendor
+
+from offloadrt import AllocType, ErrorCode, OffloadError, api
+from offloadrt.plugins.common.resources import ResourcePool
+
+
+@pytest.fixture(params=VENDORS, ids=[vendor.name for vendor in VENDORS])
+def vendor(request: pytest.FixtureRequest) -> Vendor:
+    chosen: Vendor = request.param
+    return chosen
+
+
+@pytest.fixture
+def rt(vendor: Vendor, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    with vendor.runtime(monkeypatch, devices=2) as runtime:
+        yield runtime
+
+
+def expect(code: ErrorCode, fn: Any, *args: Any) -> OffloadError:
+    """``fn(*args)`` raises ``code``, called on this thread (where the GPU is current after a first
+    call, so the plugins' hot paths are the ones tried)."""
+    with pytest.raises(OffloadError) as info:
+        fn(*args)
+    assert info.value.code == code, f"expected {code.name}, got {info.value!r}"
+    return info.value
+
+
+def _fail(queue: api.Queue) -> None:
+    """Put ``queue`` in the error state (a host function that raises) and see it fail."""
+    def boom(_: object) -> None:
+        raise RuntimeError("boom")
+
+    api.olLaunchHostFunction(queue, boom, None)
+    expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)
+
+
+# ---- olMemcpy ------------------------------------------------------------------------------------
+
+def test_queued_copies_move_the_bytes_both_ways(rt: Runtime) -> None:
+    gpu, host = rt.gpus[0], rt.host
+    queue = api.olCreateQueue(gpu)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+    pinned = api.olMemAlloc(gpu, AllocType.HOST, 64)
+    source, src = host_buffer(bytes(range(64)))
+    target, dst = host_buffer(64)
+    api.olMemcpy(queue, device, gpu, src, host, 64)
+    api.olMemcpy(queue, device + 16, gpu, src + 40, host, 8)  # interior addresses on both sides
+    api.olMemcpy(queue, pinned, host, device, gpu, 64)  # host memory that olMemAlloc made
+    api.olMemcpy(queue, dst, host, pinned, gpu, 64)
+    api.olMemcpy(queue, np.int64(dst), host, np.uint64(device), gpu, np.int32(4))  # not int: the checked path
+    api.olSyncQueue(queue)
+    expected = bytearray(range(64))
+    expected[16:24] = bytes(range(40, 48))
+    assert target.raw == bytes(expected)
+    assert source.raw == bytes(range(64))
+    api.olDestroyQueue(queue)
+    api.olMemFree(pinned)
+    api.olMemFree(device)
+
+
+def test_queued_copies_keep_every_check(rt: Runtime) -> None:
+    gpu, other, host = rt.gpus[0], rt.gpus[1], rt.host
+    queue = api.olCreateQueue(gpu)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+    elsewhere = api.olMemAlloc(other, AllocType.DEVICE, 64)
+    _buffer, hptr = host_buffer(64)
+    checks: list[tuple[ErrorCode, tuple[Any, ...]]] = [
+        (ErrorCode.INVALID_SIZE, (queue, device + 60, gpu, hptr, host, 8)),  # past the allocation's end
+        (ErrorCode.INVALID_SIZE, (queue, hptr, host, device + 63, gpu, 2)),
+        (ErrorCode.INVALID_ARGUMENT, (queue, device, gpu, elsewhere, host, 8)),  # GPU memory named as host memory
+        (ErrorCode.INVALID_DEVICE, (api.olCreateQueue(other), device, gpu, hptr, host, 8)),  # the other GPU's queue
+        (ErrorCode.INVALID_NULL_POINTER, (queue, 0, gpu, hptr, host, 8)),
+        (ErrorCode.INVALID_ARGUMENT, (queue, -8, gpu, hptr, host, 8)),
+        (ErrorCode.INVALID_SIZE, (queue, device, gpu, hptr, host, -1)),
+        (ErrorCode.INVALID_ARGUMENT, (queue, device, gpu, 1 << 64, host, 8)),
+        (ErrorCode.INVALID_NULL_HANDLE, (queue, device, gpu, hptr, None, 8)),
+        (ErrorCode.INVALID_ARGUMENT, (queue, device, gpu, hptr, "host", 8)),
+        (ErrorCode.INVALID_ARGUMENT, ("queue", device, gpu, hptr, host, 8)),
+    ]
+    for code, arguments in checks:
+        expect(code, api.olMemcpy, *arguments)
+    api.olMemcpy(queue, device, gpu, hptr, host, 0)  # nothing to copy: nothing checked past the handles
+    api.olSyncQueue(queue)
+    _fail(queue)
+    expect(ErrorCode.QUEUE_ERROR, api.olMemcpy, queue, device, gpu, hptr, host, 8)
+    expect(ErrorCode.QUEUE_ERROR, api.olMemcpy, queue, hptr, host, device, gpu, 8)
+    api.olDestroyQueue(queue)
+    expect(ErrorCode.INVALID_QUEUE, api.olMemcpy, queue, device, gpu, hptr, host, 8)
+    api.olMemFree(device)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemcpy, None, device, gpu, elsewhere, other, 8)
+    api.olMemFree(elsewhere)
+
+
+def test_a_copy_that_the_driver_refuses_raises_its_error(vendor: Vendor, rt: Runtime) -> None:
+    gpu, host = rt.gpus[0], rt.host
+    queue = api.olCreateQueue(gpu)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+    _buffer, hptr = host_buffer(64)
+    api.olMemcpy(queue, device, gpu, hptr, host, 8)  # the device is current on this thread: the hot path
+    vendor.inject("memcpy_htod", "INVALID_VALUE")
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olMemcpy, queue, device, gpu, hptr, host, 8)
+    assert vendor.call("memcpy_htod") in str(err)
+    api.olSyncQueue(queue)  # a refused enqueue does not fail the queue
+    api.olDestroyQueue(queue)
+    api.olMemFree(device)
+
+
+def test_copies_after_shutdown_are_uninitialized(vendor: Vendor, monkeypatch: pytest.MonkeyPatch) -> None:
+    with vendor.runtime(monkeypatch) as runtime:
+        gpu, host = runtime.gpus[0], runtime.host
+        queue = api.olCreateQueue(gpu)
+        device = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+        _buffer, hptr = host_buffer(64)
+        api.olMemcpy(queue, device, gpu, hptr, host, 8)
+        api.olSyncQueue(queue)
+    expect(ErrorCode.UNINITIALIZED, api.olMemcpy, queue, device, gpu, hptr, host, 8)
+
+
+# ---- events ------------------------------------------------------------------------------------
+
+def test_event_calls_keep_their_checks_and_the_queue_failure(vendor: Vendor, rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    queue = api.olCreateQueue(gpu)
+    event = api.olCreateEvent(queue)
+    api.olSyncEvent(event)
+    api.olDestroyEvent(event)
+    expect(ErrorCode.INVALID_EVENT, api.olSyncEvent, event)
+    expect(ErrorCode.INVALID_EVENT, api.olDestroyEvent, event)
+    expect(ErrorCode.INVALID_NULL_HANDLE, api.olSyncEvent, None)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olDestroyEvent, queue)
+    expect(ErrorCode.INVALID_ARGUMENT, api.olCreateEvent, event)
+
+    before = api.olCreateEvent(queue)
+    _fail(queue)
+    api.olSyncEvent(before)  # recorded before the failure: it completes
+    expect(ErrorCode.QUEUE_ERROR, api.olCreateEvent, queue)
+    api.olDestroyEvent(before)
+
+    healthy = api.olCreateQueue(gpu)
+    event = api.olCreateEvent(healthy)
+    vendor.inject("event_sync", "ILLEGAL_ADDRESS")  # a fault: the event's queue failed before reaching it
+    err = expect(ErrorCode.QUEUE_ERROR, api.olSyncEvent, event)
+    assert isinstance(err.__cause__, OffloadError)
+    expect(ErrorCode.QUEUE_ERROR, api.olSyncEvent, event)  # and stays failed
+    expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, healthy)
+    api.olDestroyEvent(event)
+
+
+def test_a_refused_record_returns_the_driver_event_to_the_pool(vendor: Vendor, rt: Runtime) -> None:
+    queue = api.olCreateQueue(rt.gpus[0])
+    api.olDestroyEvent(api.olCreateEvent(queue))
+    created = vendor.count("event_create")
+    vendor.inject("event_record", "INVALID_VALUE")
+    expect(ErrorCode.INVALID_ARGUMENT, api.olCreateEvent, queue)
+    for _ in range(3):
+        api.olDestroyEvent(api.olCreateEvent(queue))
+    assert vendor.count("event_create") == created  # the one driver event, reused throughout
+
+
+def test_waits_from_a_host_function_are_refused(rt: Runtime) -> None:
+    queue = api.olCreateQueue(rt.gpus[0])
+    event = api.olCreateEvent(queue)
+    seen: list[ErrorCode] = []
+
+    def waits(_: object) -> None:
+        for call, argument in ((api.olSyncEvent, event), (api.olSyncQueue, queue)):
+            try:
+                call(argument)
+            except OffloadError as exc:
+                seen.append(exc.code)
+
+    api.olLaunchHostFunction(queue, waits, None)
+    api.olSyncQueue(queue)
+    assert seen == [ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_ARGUMENT]
+    api.olDestroyEvent(event)
+
+
+# ---- queues ------------------------------------------------------------------------------------
+
+def test_an_idle_destroyed_queue_is_pooled_without_another_sync(vendor: Vendor, rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    api.olDestroyQueue(api.olCreateQueue(gpu))
+    streams, syncs = vendor.count("stream_create"), vendor.count("stream_sync")
+    for _ in range(5):
+        api.olDestroyQueue(api.olCreateQueue(gpu))
+    assert vendor.count("stream_create") == streams
+    assert vendor.count("stream_sync") == syncs
+
+
+def test_a_failed_queue_is_not_pooled_again(vendor: Vendor, rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    queue = api.olCreateQueue(gpu)
+    _fail(queue)
+    expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)  # every time
+    destroyed = vendor.count("stream_destroy")
+    api.olDestroyQueue(queue)
+    assert vendor.count("stream_destroy") == destroyed + 1
+    expect(ErrorCode.INVALID_QUEUE, api.olDestroyQueue, queue)
+    expect(ErrorCode.INVALID_QUEUE, api.olSyncQueue, queue)
+    fresh = api.olCreateQueue(gpu)
+    api.olSyncQueue(fresh)
+    api.olDestroyQueue(fresh)
+
+
+def test_a_stream_query_fault_fails_the_destroyed_queue(vendor: Vendor, rt: Runtime) -> None:
+    gpu = rt.gpus[0]
+    queue = api.olCreateQueue(gpu)
+    vendor.inject("stream_query", "ILLEGAL_ADDRESS")
+    with pytest.warns(Warning, match="nobody synced"):
+        api.olDestroyQueue(queue)  # the fault is nobody's now: a warning, not a pooled broken stream
+
+
+# ---- pools -------------------------------------------------------------------------------------
+
+def _close_under_racing_users() -> None:
+    made = iter(range(1_000_000))
+    destroyed: list[int] = []
+    lock = threading.Lock()
+
+    def destroy(resource: int) -> None:
+        with lock:
+            destroyed.append(resource)
+
+    pool: ResourcePool[int] = ResourcePool("thing", lambda: next(made), destroy, warn_missing=False)
+    held = [pool.acquire() for _ in range(32)]
+    for resource in held:
+        pool.release(resource)
+    start = threading.Barrier(5)
+
+    def churn() -> None:
+        start.wait()
+        for _ in range(200):
+            try:
+                resource = pool.acquire()
+            except OffloadError as exc:
+                assert exc.code == ErrorCode.UNINITIALIZED
+                return
+            pool.release(resource)
+
+    workers = [threading.Thread(target=churn) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    start.wait()
+    assert pool.deinit() == []
+    for worker in workers:
+        worker.join()
+    assert len(destroyed) == len(set(destroyed)), "a resource was destroyed twice"
+    assert pool.pooled == 0 and pool.live == 0
+    expect(ErrorCode.UNINITIALIZED, pool.acquire)
+
+
+def test_pools_destroy_each_resource_once_when_closed_under_racing_users() -> None:
+    for _ in range(20):
+        _close_under_racing_users()
