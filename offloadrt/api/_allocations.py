@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from .handles import Device
 
 _bisect_right = bisect.bisect_right
+_DEVICE = AllocType.DEVICE  # a module constant: an enum member read from its class costs about 0.2 us
+_PAST_THE_END = 1 << 65  # the high end of the gap after the last allocation: past every address and size
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,10 @@ class AllocationMap:
         self._lock = threading.Lock()  # guards both containers, _version and closed
         self._version = 0
         self.closed = False  # drained by the last olShutDown: nothing more is recorded
+        # copy_fits's spans of the last lookup of each side (see _span), valid while the version is theirs;
+        # olMemcpy's hot path tries them in its own frame first
+        self.dst_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
+        self.src_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
 
     def add(self, alloc: Allocation) -> bool:
         """Record ``alloc``; False (nothing recorded) once the map was drained by the last olShutDown."""
@@ -120,38 +126,52 @@ class AllocationMap:
         when ``to_device``, else ``dst``) is not a GPU's device memory. False also when a writer
         changed the map meanwhile: the caller then takes :meth:`check_range`, which says what is wrong.
 
-        The hot path of olMemcpy: both lookups in one frame, without the lock.
+        The hot path of olMemcpy, without the lock: each side is first tried against the span that
+        side's previous lookup found (an allocation, or a gap between two), then looked up.
         """
         version = self._version
+        span = self.dst_span
+        if span[0] == version and span[1] <= dst and dst + size <= span[2]:
+            dst_host_ok = span[3]
+        else:
+            span = self._span(dst, version)
+            if span is None or dst + size > span[2]:
+                return False
+            self.dst_span = span
+            dst_host_ok = span[3]
+        span = self.src_span
+        if span[0] == version and span[1] <= src and src + size <= span[2]:
+            src_host_ok = span[3]
+        else:
+            span = self._span(src, version)
+            if span is None or src + size > span[2]:
+                return False
+            self.src_span = span
+            src_host_ok = span[3]
+        return (src_host_ok if to_device else dst_host_ok) and self._version == version
+
+    def _span(self, address: int, version: int) -> tuple[int, int, int, bool] | None:
+        """``(version, low, high, host_ok)``: the allocation that contains ``address``, or the gap
+        between allocations it lies in (a copy from there is checked by nothing here; ``high`` is the
+        next allocation's base), and whether a copy may name it as host memory. None while a writer
+        is changing the map."""
         if version & 1:
-            return False
+            return None
         by_base = self._by_base
         bases = self._bases
         try:
-            dst_alloc = by_base.get(dst)
-            if dst_alloc is None:
-                index = _bisect_right(bases, dst)
-                if index:
-                    dst_alloc = by_base[bases[index - 1]]
-                    if dst >= dst_alloc.end:
-                        dst_alloc = None
-            src_alloc = by_base.get(src)
-            if src_alloc is None:
-                index = _bisect_right(bases, src)
-                if index:
-                    src_alloc = by_base[bases[index - 1]]
-                    if src >= src_alloc.end:
-                        src_alloc = None
+            index = _bisect_right(bases, address)
+            low = 0
+            if index:
+                alloc = by_base[bases[index - 1]]
+                if address < alloc.end:
+                    host_ok = alloc.kind is not _DEVICE or alloc.device.is_host
+                    return version, alloc.base, alloc.end, host_ok
+                low = alloc.end
+            high = bases[index] if index < len(bases) else _PAST_THE_END
         except (IndexError, KeyError):  # a writer moved things meanwhile; the version shows it too
-            return False
-        if dst_alloc is not None and dst + size > dst_alloc.end:
-            return False
-        if src_alloc is not None and src + size > src_alloc.end:
-            return False
-        host_alloc = src_alloc if to_device else dst_alloc
-        if host_alloc is not None and host_alloc.kind is AllocType.DEVICE and not host_alloc.device.is_host:
-            return False
-        return self._version == version
+            return None
+        return version, low, high, True
 
     def drain(self) -> list[Allocation]:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from ..plugins.common.resources import running_host_function
+from ..plugins.common.resources import host_function_thread as _host_function_thread
 from ..types import EVENT_INFO_KINDS, EventInfo
 from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
@@ -92,7 +92,7 @@ def olSyncEvent(event: Event) -> None:
     ctx = _STATE.context
     if ctx is not None and not ctx.trace and type(event) is Event:
         ev = event._ev
-        if ev is not None and event.device._gdev is not None and running_host_function() is None:
+        if ev is not None and event.device._gdev is not None and _host_function_thread.queue is None:
             ev.device.sync_event(ev)  # type: ignore[attr-defined]
             return
     _checked_sync_event(event)

@@ -192,7 +192,18 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
             host_side = src_device if to_device else dst_device if src_device is performer else None
             if host_side is ctx.host_device and host_side is not performer:
                 gdev = performer._gdev
-                if gdev is not None and (not ctx.validate or ctx.allocations.copy_fits(dst, src, size, to_device)):
+                if ctx.validate:  # the spans of the previous copy's sides first (AllocationMap.copy_fits)
+                    amap = ctx.allocations
+                    version = amap._version
+                    dst_span = amap.dst_span
+                    src_span = amap.src_span
+                    fits = ((dst_span[0] == version == src_span[0] and dst_span[1] <= dst and dst + size <= dst_span[2]
+                             and src_span[1] <= src and src + size <= src_span[2]
+                             and (src_span[3] if to_device else dst_span[3]))
+                            or amap.copy_fits(dst, src, size, to_device))
+                else:
+                    fits = True
+                if gdev is not None and fits:
                     if to_device:
                         gdev.data_submit(dst, src, size, ai)
                     else:

@@ -49,21 +49,24 @@ class QueueFailure:
 # GPU driver's callback thread while it runs one); see running_host_function. The class attribute is
 # what a thread that never ran one reads: a plain attribute read, where getattr with a default on a
 # missing attribute of a threading.local costs an AttributeError raised and caught (about 0.6 us).
-class _HostFunctionThread(threading.local):
+class HostFunctionThread(threading.local):
+    """``queue``: the backend queue whose host function runs on this thread, or None. The hot paths
+    of the calls that wait read it in their own frame (``host_function_thread.queue``)."""
+
     queue: AsyncInfo | None = None
 
 
-_host_function_thread = _HostFunctionThread()
+host_function_thread = HostFunctionThread()
 
 
 def set_host_function_queue(queue: AsyncInfo | None) -> None:
     """Mark the calling thread as running the host functions of ``queue`` (None: no longer)."""
-    _host_function_thread.queue = queue
+    host_function_thread.queue = queue
 
 
 def running_host_function() -> AsyncInfo | None:
     """The backend queue whose host function is running on this thread, or None."""
-    return _host_function_thread.queue
+    return host_function_thread.queue
 
 
 #: Called as ``failure_hook(owner, failure)`` when a queue enters the error state (set by the API
