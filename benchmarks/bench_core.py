@@ -34,8 +34,9 @@ import numpy as np
 from _report import alternate, build_host_kernels, print_rows, write_json
 from _report import row as report_row
 
-import offloadrt
 from offloadrt import AllocType, Dimensions, KernelLaunchSizeArgs, api
+from offloadrt.core import Device
+from offloadrt.core import device as find_device
 
 FOUR_ARGUMENTS = """
 #include <offloadrt/host_kernel.h>
@@ -55,7 +56,7 @@ def build(workdir: Path) -> Path:
     return build_host_kernels(FOUR_ARGUMENTS, workdir, "four")
 
 
-def bench_launch(device: offloadrt.Device, image: Path, launches: int, repeats: int) -> dict[str, float]:
+def bench_launch(device: Device, image: Path, launches: int, repeats: int) -> dict[str, float]:
     kernel = device.load(image).kernel("four")
     kernel.signature = ("ptr", "ptr", "float32", "int32")
     x, y = device.allocate(256), device.allocate(256)
@@ -146,7 +147,7 @@ def bench_launch(device: offloadrt.Device, image: Path, launches: int, repeats: 
     return best
 
 
-def bench_pool(device: offloadrt.Device, size: int, cycles: int, repeats: int) -> dict[str, float]:
+def bench_pool(device: Device, size: int, cycles: int, repeats: int) -> dict[str, float]:
     allocate, handle = device.allocate, device.handle
     ol_alloc, ol_free = api.olMemAlloc, api.olMemFree
     allocate(size).close()  # one cached block
@@ -166,7 +167,7 @@ def bench_pool(device: offloadrt.Device, size: int, cycles: int, repeats: int) -
     return alternate(repeats, {"olMemAlloc+olMemFree": raw, "allocate+close": pooled})
 
 
-def bench_copies(device: offloadrt.Device, copies: int, repeats: int) -> dict[str, float]:
+def bench_copies(device: Device, copies: int, repeats: int) -> dict[str, float]:
     """8-byte copies: a NumPy array into a buffer at once, a buffer into a buffer on a queue."""
     dst, src = device.allocate(8), device.allocate(8)
     host = np.arange(2, dtype=np.float32)
@@ -198,7 +199,7 @@ def bench_copies(device: offloadrt.Device, copies: int, repeats: int) -> dict[st
 def collect(quick: bool = False) -> dict[str, Any]:
     """Every figure: ``rows`` (run_all.py's format) and the raw seconds under ``details``."""
     launches, cycles, copies, repeats = (2_000, 500, 500, 5) if quick else (5_000, 2_000, 2_000, 21)
-    device = offloadrt.device("host")
+    device = find_device("host")
     with tempfile.TemporaryDirectory() as workdir:
         launch = bench_launch(device, build(Path(workdir)), launches, repeats)
     pools = {size: bench_pool(device, size, cycles, repeats) for size in SIZES}
