@@ -134,20 +134,20 @@ class AllocationMap:
         if span[0] == version and span[1] <= dst and dst + size <= span[2]:
             dst_host_ok = span[3]
         else:
-            span = self._span(dst, version)
-            if span is None or dst + size > span[2]:
+            found = self._span(dst, version)
+            if found is None or dst + size > found[2]:
                 return False
-            self.dst_span = span
-            dst_host_ok = span[3]
+            self.dst_span = found
+            dst_host_ok = found[3]
         span = self.src_span
         if span[0] == version and span[1] <= src and src + size <= span[2]:
             src_host_ok = span[3]
         else:
-            span = self._span(src, version)
-            if span is None or src + size > span[2]:
+            found = self._span(src, version)
+            if found is None or src + size > found[2]:
                 return False
-            self.src_span = span
-            src_host_ok = span[3]
+            self.src_span = found
+            src_host_ok = found[3]
         return (src_host_ok if to_device else dst_host_ok) and self._version == version
 
     def _span(self, address: int, version: int) -> tuple[int, int, int, bool] | None:
