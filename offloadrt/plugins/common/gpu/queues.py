@@ -48,6 +48,27 @@ class GpuQueues(GpuDeviceCore):
         self.enter()
         self.check(self.drv_stream_destroy(queue.stream), self.call_names["stream_destroy"])
 
+    def synchronize(self, queue: AsyncInfo, release: bool) -> None:
+        # The generic method in one frame for a healthy queue of a healthy device current on this
+        # thread (olSyncQueue's hot path); anything else, and handing the queue back, takes it.
+        if (not release and queue.failure is None and self.sticky is None
+                and self.thread_state.token is self.current_token):
+            status = self.drv_stream_sync(queue.stream)[0]  # type: ignore[attr-defined]
+            if not status and not queue.waits and queue.failure is None:  # type: ignore[attr-defined]
+                return  # (a host function that ran meanwhile may have failed the queue)
+            if status:
+                queue.fail(self.failure(int(status), self.call_names["stream_sync"]))
+            elif queue.waits:  # type: ignore[attr-defined]
+                try:
+                    self._settle_waits(queue)  # type: ignore[arg-type]
+                except OffloadError as exc:
+                    queue.fail(exc)
+            failure = queue.failure
+            if failure is not None:
+                raise failure.queue_error(queue.owner)
+            return
+        super().synchronize(queue, release)
+
     # The hot paths below skip enter() when the device is healthy and current on this thread, and
     # the waits' bookkeeping when the queue has no wait to settle.
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
