@@ -6,7 +6,6 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.resources import host_function_thread as _host_function_thread
-from ..plugins.common.resources import host_functions as _host_functions
 from ..types import EVENT_INFO_KINDS, EventInfo
 from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
@@ -93,8 +92,7 @@ def olSyncEvent(event: Event) -> None:
     ctx = _STATE.context
     if ctx is not None and not ctx.trace and type(event) is Event:
         ev = event._ev
-        if (ev is not None and event.device._gdev is not None
-                and (_host_functions.running == 0 or _host_function_thread.queue is None)):
+        if ev is not None and event.device._gdev is not None and _host_function_thread.queue is None:
             ev.device.sync_event(ev)  # type: ignore[attr-defined]
             return
     _checked_sync_event(event)

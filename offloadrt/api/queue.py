@@ -8,7 +8,6 @@ from typing import Any
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.resources import AsyncInfo, GenericEvent, running_host_function
 from ..plugins.common.resources import host_function_thread as _host_function_thread
-from ..plugins.common.resources import host_functions as _host_functions
 from ..types import QUEUE_INFO_KINDS, QueueInfo
 from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
@@ -175,7 +174,7 @@ def olSyncQueue(queue: Queue) -> None:
     ctx = _STATE.context
     if ctx is not None and not ctx.trace and type(queue) is Queue:
         ai = queue._ai
-        if ai is not None and (_host_functions.running == 0 or _host_function_thread.queue is None):
+        if ai is not None and _host_function_thread.queue is None:
             ai.device.synchronize(ai, False)  # type: ignore[attr-defined]
             return
     _checked_sync_queue(queue)

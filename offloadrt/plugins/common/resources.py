@@ -59,25 +59,9 @@ class HostFunctionThread(threading.local):
 host_function_thread = HostFunctionThread()
 
 
-class HostFunctionCount:
-    """``running``: how many threads run a host function now. While it is 0 the hot paths of the
-    calls that wait skip reading :data:`host_function_thread` (a thread-local read costs more than
-    this plain one); a thread counts itself before its host function starts, so it never reads 0."""
-
-    running = 0
-
-
-host_functions = HostFunctionCount()
-_host_functions_lock = threading.Lock()  # guards host_functions.running
-
-
 def set_host_function_queue(queue: AsyncInfo | None) -> None:
     """Mark the calling thread as running the host functions of ``queue`` (None: no longer)."""
-    previous = host_function_thread.queue
     host_function_thread.queue = queue
-    if (previous is None) != (queue is None):
-        with _host_functions_lock:
-            host_functions.running += 1 if queue is not None else -1
 
 
 def running_host_function() -> AsyncInfo | None:
