@@ -235,7 +235,9 @@ def _plot_scaling(plt: Any, scaling: dict[str, Any], path: Path, title: str) -> 
         axes.set_xticks(counts, [str(count) for count in counts])
         axes.set_xlabel(unit)
         axes.grid(True, which="both", alpha=0.3)
-        axes.set_ylim(bottom=0)
+    tallest = max(max(scaling[f"{kind}_us_by_{what}"])
+                  for kind in ("launch", "event") for what in ("queues", "threads"))
+    by_queues.set_ylim(0, tallest * 1.1)  # shared by both panels: every point of either stays in view
     by_queues.set_ylabel("us per operation")
     by_threads.set_title("wall time per operation, all threads together", fontsize=9)
     by_queues.set_title("one thread", fontsize=9)
