@@ -59,7 +59,7 @@ def _bytes_data_offset() -> int | None:
     at the cost of an addition (the item keeps the object alive until the launch has run)."""
     offsets = set()
     for sample in (b"\x01" * 8, b"\x02" * 100, bytes(range(3))):
-        address = ctypes.cast(sample, ctypes.c_void_p).value
+        address = ctypes.cast(ctypes.c_char_p(sample), ctypes.c_void_p).value
         if address is None:
             return None
         offsets.add(address - id(sample))
@@ -196,7 +196,7 @@ class GroupJob:
         if self.native:
             self.chunk = max(1, self.total // (participants * CHUNKS_PER_THREAD))
             self.nchunks = 0
-            args_address = ctypes.cast(args, ctypes.c_void_p).value if args else None
+            args_address = ctypes.cast(ctypes.c_char_p(args), ctypes.c_void_p).value if args else None
             self.struct = DispatchStruct(kernel.address, args_address, *num_groups, *group_size, self.total,
                                          self.chunk, 0, 0, 0, 0)
             self.address = ctypes.addressof(self.struct)

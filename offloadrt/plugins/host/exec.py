@@ -122,6 +122,7 @@ _kernel_of = itemgetter(2)
 
 def kernel_item(kernel: HostKernel, args: bytes | None, launch_address: int) -> tuple[Any, ...]:
     """The KERNEL item of a one-group launch (``args`` is ``bytes`` or None; the item keeps it alive)."""
+    record: bytes | None
     if args is None:
         record = pack_call(kernel.address, 0, launch_address)
     else:

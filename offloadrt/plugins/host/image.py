@@ -81,6 +81,7 @@ class HostKernel(GenericKernel):
     """A kernel of a host image: its ctypes function, its address, and its image's native runners."""
 
     __slots__ = ("fn", "address", "runners")
+    image: HostImage  # the generic kernel's image, known here to be a host image
 
     def __init__(self, image: HostImage, name: str, fn: Any, args_size: int | None):
         super().__init__(image, name, args_size)

@@ -41,7 +41,7 @@ def allocate(size: int) -> int:
         raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
                            f"posix_memalign of {size} bytes failed with errno {status}")
     ptr = out.value or 0
-    if large and ptr:
+    if large and ptr and _madvise is not None:
         _madvise(ptr, size - size % HUGE_PAGE, _MADV_HUGEPAGE)
     return ptr
 
