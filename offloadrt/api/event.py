@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
+from ..plugins.common.gpu.streams import GpuEvent as _GpuEvent
 from ..plugins.common.resources import host_function_thread as _host_function_thread
 from ..types import EVENT_INFO_KINDS, EventInfo
 from ._entry import adopt_entry_point, entry_point
@@ -47,10 +48,22 @@ def _destroy_event(ctx: Context, event: Event) -> None:
     assert isinstance(event, Event)
     with event.device.lock:  # claim the handle: of two racing destroys, one wins
         ev = event._ev
-        if ev is None:
+        if ev is None or not _claimed(ev):
             raise OffloadError(ErrorCode.INVALID_EVENT, f"event {event!r} has been destroyed")
         event._ev = None
     ev.device.destroy_event(ev)  # type: ignore[attr-defined]
+
+
+def _claimed(ev: object) -> bool:
+    """Whether this caller won a GPU event's claim (see ``GpuEvent.claim``; the hot path of
+    olDestroyEvent claims one without the device's lock); any other event needs none."""
+    if type(ev) is not _GpuEvent:
+        return True
+    try:
+        ev.claim.pop()
+    except IndexError:
+        return False
+    return True
 
 
 _destroy_event.__name__ = _destroy_event.__qualname__ = "olDestroyEvent"
@@ -60,8 +73,21 @@ _checked_destroy_event = entry_point(_destroy_event)
 def olDestroyEvent(event: Event) -> None:
     ctx = _STATE.context
     if ctx is not None and not ctx.trace and type(event) is Event:
-        device = event.device
-        if event._ev is not None and device._gdev is not None:
+        ev = event._ev
+        if type(ev) is _GpuEvent:
+            if event.device._gdev is not None:
+                # Claim the event: of racing destroys (this hot path or the checked one), the one
+                # that pops the claim wins and clears the handle; the others find it destroyed.
+                try:
+                    ev.claim.pop()
+                except IndexError:
+                    pass  # lost the race: the checked path reports the destroyed event
+                else:
+                    event._ev = None
+                    ev.device.destroy_event(ev)
+                    return
+        elif ev is not None and event.device._gdev is not None:
+            device = event.device
             with device.lock:  # claim the handle: of two racing destroys, one wins
                 ev = event._ev
                 event._ev = None

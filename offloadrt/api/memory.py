@@ -204,11 +204,16 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
                 else:
                     fits = True
                 if gdev is not None and fits:
-                    if to_device:
-                        gdev.data_submit(dst, src, size, ai)
+                    copy = gdev.fast_copy
+                    if copy is not None:
+                        if copy(dst, src, size, ai, to_device):
+                            return
                     else:
-                        gdev.data_retrieve(dst, src, size, ai)
-                    return
+                        if to_device:
+                            gdev.data_submit(dst, src, size, ai)
+                        else:
+                            gdev.data_retrieve(dst, src, size, ai)
+                        return
     _checked_memcpy(queue, dst, dst_device, src, src_device, size)
 
 

@@ -28,6 +28,8 @@ class GenericDevice(QueueOps):
     #: ``HOST`` allocations are pinned by the backend already (a GPU's): registering memory inside
     #: one must count a user instead of pinning it again
     host_allocations_pinned: ClassVar[bool] = True
+    #: what :meth:`copier` made, for olMemcpy's hot path (a backend with one sets it once it can make it)
+    fast_copy: Callable[[int, int, int, AsyncInfo, bool], bool] | None = None
 
     def __init__(self, plugin: GenericPlugin, device_id: int):
         self.plugin = plugin
@@ -216,6 +218,18 @@ class GenericDevice(QueueOps):
         if kernel.args_size is not None and len(args or b"") != kernel.args_size:
             raise wrong_blob(kernel, args)
         self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
+
+    def copier(self) -> Callable[[int, int, int, AsyncInfo, bool], bool] | None:
+        """A fast path for queued copies between host memory and this device, or None (every copy
+        takes :meth:`data_submit` / :meth:`data_retrieve`).
+
+        ``copy(dst, src, size, queue, to_device)`` is called with plain int arguments that passed
+        ``olMemcpy``'s checks and a queue of this device. It either does exactly what
+        :meth:`data_submit` (``to_device``) or :meth:`data_retrieve` would do and returns True, or
+        does nothing and returns False: then the checked path runs and says what is wrong. The only
+        error it raises is the driver's, as the checked path would raise it for the same copy.
+        """
+        return None
 
     def launcher(self, kernel: GenericKernel) -> Callable[[AsyncInfo, bytes | None, KernelLaunchSizeArgs], bool] | None:
         """A fast path for queued launches of ``kernel``, or None (every launch takes :meth:`launch_kernel`).

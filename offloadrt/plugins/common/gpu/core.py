@@ -90,6 +90,7 @@ class GpuDeviceCore(GenericDevice):
         # Events the user never destroyed die with the device's context at de-init: no warning.
         self.event_pool: ResourcePool[Any] = ResourcePool("event", self._new_driver_event, self._destroy_driver_event,
                                                           warn_missing=False)
+        self.fast_copy = self.copier()  # olMemcpy's hot path (GpuMemory.copier)
 
     # drv_* attributes, set from DRIVER_CALLS (declared for type checkers)
     drv_alloc_device: Callable[..., Any]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ....errors import ErrorCode, OffloadError
@@ -171,6 +172,29 @@ class GpuMemory(GpuDeviceCore):
 
     # The hooks' own hot path (a queued copy on a healthy current device) is one driver call too;
     # anything else goes through enter() and on_stream().
+    def copier(self) -> Callable[[int, int, int, AsyncInfo, bool], bool]:
+        """The fast path of a queued copy between host memory and this device (see
+        :meth:`GenericDevice.copier`): taken when the queue has not failed, the device is not
+        poisoned and is current on this thread; then the same driver call as the checked path."""
+        state = self.thread_state
+        htod_name = self.call_names["memcpy_htod"]
+        dtoh_name = self.call_names["memcpy_dtoh"]
+
+        def copy(dst: int, src: int, size: int, ai: Any, to_device: bool) -> bool:
+            if ai.failure is not None or self.sticky is not None or state.token is not self.current_token:
+                return False
+            if to_device:
+                result = self.drv_memcpy_htod(dst, src, size, ai.stream)
+                if result[0]:
+                    raise self.failure(int(result[0]), htod_name)
+            else:
+                result = self.drv_memcpy_dtoh(dst, src, size, ai.stream)
+                if result[0]:
+                    raise self.failure(int(result[0]), dtoh_name)
+            return True
+
+        return copy
+
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         if queue is not None and self.sticky is None and self.thread_state.token is self.current_token:
             result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]

@@ -82,7 +82,7 @@ class GpuStream(AsyncInfo):
 class GpuEvent(GenericEvent):
     """A driver event, the queue it was recorded on and its position there (see :class:`GpuStream`)."""
 
-    __slots__ = ("event", "queue", "position")
+    __slots__ = ("event", "queue", "position", "claim")
 
     def __init__(self, device: GpuDeviceCore, event: Any):
         self.device = device  # GenericEvent's fields, set here: one frame fewer per olCreateEvent
@@ -90,4 +90,7 @@ class GpuEvent(GenericEvent):
         self.event = event
         self.queue: GpuStream | None = None
         self.position = 0
+        # Whoever destroys the event first pops this (list.pop is atomic): of two racing destroys of
+        # one event, exactly one gets the entry and releases the driver event; the other gets IndexError.
+        self.claim = [True]
 
