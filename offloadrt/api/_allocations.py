@@ -49,6 +49,10 @@ class AllocationMap:
         # olMemcpy's hot path tries them in its own frame first
         self.dst_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
         self.src_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
+        # (version, device_low, device_high, host_low, host_high): the spans of the last copy that
+        # copy_fits passed, by side (the GPU's side, the host's, which may be named as host memory),
+        # so that copies each way between the same buffers all hit it; olMemcpy's hot path tries it first
+        self.pair: tuple[int, int, int, int, int] = (-1, 0, 0, 0, 0)
 
     def add(self, alloc: Allocation) -> bool:
         """Record ``alloc``; False (nothing recorded) once the map was drained by the last olShutDown."""
@@ -130,25 +134,23 @@ class AllocationMap:
         side's previous lookup found (an allocation, or a gap between two), then looked up.
         """
         version = self._version
-        span = self.dst_span
-        if span[0] == version and span[1] <= dst and dst + size <= span[2]:
-            dst_host_ok = span[3]
-        else:
+        dst_span = self.dst_span
+        if not (dst_span[0] == version and dst_span[1] <= dst and dst + size <= dst_span[2]):
             found = self._span(dst, version)
             if found is None or dst + size > found[2]:
                 return False
-            self.dst_span = found
-            dst_host_ok = found[3]
-        span = self.src_span
-        if span[0] == version and span[1] <= src and src + size <= span[2]:
-            src_host_ok = span[3]
-        else:
+            self.dst_span = dst_span = found
+        src_span = self.src_span
+        if not (src_span[0] == version and src_span[1] <= src and src + size <= src_span[2]):
             found = self._span(src, version)
             if found is None or src + size > found[2]:
                 return False
-            self.src_span = found
-            src_host_ok = found[3]
-        return (src_host_ok if to_device else dst_host_ok) and self._version == version
+            self.src_span = src_span = found
+        device_span, host_span = (dst_span, src_span) if to_device else (src_span, dst_span)
+        if not host_span[3] or self._version != version:
+            return False
+        self.pair = (version, device_span[1], device_span[2], host_span[1], host_span[2])
+        return True
 
     def _span(self, address: int, version: int) -> tuple[int, int, int, bool] | None:
         """``(version, low, high, host_ok)``: the allocation that contains ``address``, or the gap

@@ -192,14 +192,12 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
             host_side = src_device if to_device else dst_device if src_device is performer else None
             if host_side is ctx.host_device and host_side is not performer:
                 gdev = performer._gdev
-                if ctx.validate:  # the spans of the previous copy's sides first (AllocationMap.copy_fits)
+                if ctx.validate:  # the spans of the last copy that passed first (AllocationMap.pair)
                     amap = ctx.allocations
-                    version = amap._version
-                    dst_span = amap.dst_span
-                    src_span = amap.src_span
-                    fits = ((dst_span[0] == version == src_span[0] and dst_span[1] <= dst and dst + size <= dst_span[2]
-                             and src_span[1] <= src and src + size <= src_span[2]
-                             and (src_span[3] if to_device else dst_span[3]))
+                    version, device_low, device_high, host_low, host_high = amap.pair
+                    device_at, host_at = (dst, src) if to_device else (src, dst)
+                    fits = ((version == amap._version and device_low <= device_at and device_at + size <= device_high
+                             and host_low <= host_at and host_at + size <= host_high)
                             or amap.copy_fits(dst, src, size, to_device))
                 else:
                     fits = True
