@@ -131,7 +131,63 @@ def test_copies_after_shutdown_are_uninitialized(vendor: Vendor, monkeypatch: py
     expect(ErrorCode.UNINITIALIZED, api.olMemcpy, queue, device, gpu, hptr, host, 8)
 
 
+def test_the_cached_span_pair_keeps_the_allocation_checks(rt: Runtime) -> None:
+    """The hot path's span pair (the last passing copy's GPU side and host side) serves copies each
+    way between the same buffers, and never lets through what the checked path refuses."""
+    gpu, host = rt.gpus[0], rt.host
+    queue = api.olCreateQueue(gpu)
+    device = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+    _buffer, hptr = host_buffer(64)
+    api.olMemcpy(queue, device, gpu, hptr, host, 8)  # fills the pair
+    api.olMemcpy(queue, hptr, host, device + 8, gpu, 8)  # the other way: the same pair
+    # the sides swapped: the GPU's memory named as host memory, the host buffer as the GPU's
+    expect(ErrorCode.INVALID_ARGUMENT, api.olMemcpy, queue, device, host, hptr, gpu, 8)
+    expect(ErrorCode.INVALID_SIZE, api.olMemcpy, queue, device + 60, gpu, hptr, host, 8)
+    api.olMemFree(device)
+    smaller = api.olMemAlloc(gpu, AllocType.DEVICE, 16)  # the map changed: the pair is stale
+    expect(ErrorCode.INVALID_SIZE, api.olMemcpy, queue, smaller, gpu, hptr, host, 32)
+    expect(ErrorCode.INVALID_SIZE, api.olMemcpy, queue, hptr, host, smaller + 8, gpu, 16)
+    api.olMemcpy(queue, hptr, host, smaller, gpu, 16)
+    api.olSyncQueue(queue)
+    api.olDestroyQueue(queue)
+    api.olMemFree(smaller)
+
+
 # ---- events ------------------------------------------------------------------------------------
+
+def test_racing_destroys_of_one_event_release_it_once(rt: Runtime) -> None:
+    """olDestroyEvent's hot path claims a GPU event without the device's lock: of racing destroys
+    (hot or checked path), exactly one wins and the driver event goes back to the pool once."""
+    from offloadrt.api.event import _checked_destroy_event  # noqa: PLC0415
+
+    queue = api.olCreateQueue(rt.gpus[0])
+    pool_free = rt.gpus[0]._gdev.event_pool._free
+    rounds = 60
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def destroy(fn: Callable[[Any], None], event: Any) -> None:
+        barrier.wait()
+        try:
+            fn(event)
+            outcomes.append("ok")
+        except OffloadError as exc:
+            outcomes.append(exc.code.name)
+
+    for index in range(rounds):
+        event = api.olCreateEvent(queue)
+        second = api.olDestroyEvent if index % 2 else _checked_destroy_event
+        threads = [threading.Thread(target=destroy, args=(fn, event)) for fn in (api.olDestroyEvent, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        expect(ErrorCode.INVALID_EVENT, api.olDestroyEvent, event)
+    assert outcomes.count("ok") == rounds and outcomes.count("INVALID_EVENT") == rounds
+    assert len({id(ev) for ev in pool_free}) == len(pool_free)  # no driver event pooled twice
+    api.olDestroyQueue(queue)
+
+
 
 def test_event_calls_keep_their_checks_and_the_queue_failure(vendor: Vendor, rt: Runtime) -> None:
     gpu = rt.gpus[0]
