@@ -84,7 +84,7 @@ def olDestroyEvent(event: Event) -> None:
                     pass  # lost the race: the checked path reports the destroyed event
                 else:
                     event._ev = None
-                    ev.device.destroy_event(ev)
+                    ev.device.destroy_event(ev)  # type: ignore[attr-defined]
                     return
         elif ev is not None and event.device._gdev is not None:
             device = event.device
