@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import threading
 import time
 import tracemalloc
@@ -594,3 +595,34 @@ def test_a_host_queue_has_no_driver_handle(host) -> None:
     assert queue.native_handle == 0
     api.olDestroyQueue(queue)
     expect_error(ErrorCode.INVALID_QUEUE, lambda: queue.native_handle)
+
+
+def test_a_synced_queue_reads_idle_at_once_from_many_threads(host):
+    """olSyncQueue returns only when the queue is empty: olQueryQueue right after it answers True,
+    also while other threads keep the workers busy (a sync's marker once woke the waiter before it
+    was taken off the queue)."""
+    failures: list[str] = []
+
+    def body(index: int) -> None:
+        queue = api.olCreateQueue(host)
+        try:
+            for round_ in range(300):
+                api.olLaunchHostFunction(queue, lambda _: None)
+                api.olSyncQueue(queue)
+                if api.olQueryQueue(queue) is not True:
+                    failures.append(f"thread {index}, round {round_}: busy after olSyncQueue")
+                    return
+        finally:
+            api.olDestroyQueue(queue)
+
+    threads = [threading.Thread(target=body, args=(index,)) for index in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as CPython allows: the window, if any, shows
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]

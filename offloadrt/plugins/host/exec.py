@@ -232,6 +232,11 @@ class HostQueue(AsyncInfo):
                 if event.failure is not None:
                     self.adopt(event.failure)
             elif tag is CALL:
+                if item[1] is _open_latch:  # a sync's marker: taken off first, so that the queue
+                    items.popleft()  # reads idle (olQueryQueue) once the waiting thread wakes
+                    done += 1
+                    item[2].open()
+                    continue
                 try:
                     item[1](item[2])
                 except BaseException as exc:  # noqa: BLE001  # the queue fails; the worker goes on
@@ -258,6 +263,10 @@ class HostQueue(AsyncInfo):
 
     def _skip_one(self, items: deque[tuple[Any, ...]]) -> int:
         item = items[0]
+        if item[3] is _open_latch_skipped:  # a sync's marker: off the queue before the waiter wakes
+            items.popleft()
+            item[2].open()
+            return 1
         if item[0] is CALL and item[3] is not None:
             try:
                 item[3](item[2], self.failure)
