@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 _bisect_right = bisect.bisect_right
 _DEVICE = AllocType.DEVICE  # a module constant: an enum member read from its class costs about 0.2 us
-_PAST_THE_END = 1 << 65  # the high end of the gap after the last allocation: past every address and size
+_PAST_THE_END = 1 << 64  # the high end of the gap after the last allocation: no address reaches it
+_NO_PAIR = (0, 0, 0, 0)  # AllocationMap.pair when no copy fits it: every low end is above every high end
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +50,12 @@ class AllocationMap:
         # olMemcpy's hot path tries them in its own frame first
         self.dst_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
         self.src_span: tuple[int, int, int, bool] = (-1, 0, 0, False)
-        # (version, device_low, device_high, host_low, host_high): the spans of the last copy that
-        # copy_fits passed, by side (the GPU's side, the host's, which may be named as host memory),
-        # so that copies each way between the same buffers all hit it; olMemcpy's hot path tries it first
-        self.pair: tuple[int, int, int, int, int] = (-1, 0, 0, 0, 0)
+        # (device_low, device_high, host_low, host_high): the spans of the last copy that copy_fits
+        # passed, by side (the GPU's side, the host's, which may be named as host memory), so that
+        # copies each way between the same buffers all hit it; olMemcpy's hot path tries it first.
+        # Always true of the current map: set under the lock only while its version is unchanged,
+        # and reset by every writer (under the lock) when it changes the map.
+        self.pair: tuple[int, int, int, int] = _NO_PAIR
 
     def add(self, alloc: Allocation) -> bool:
         """Record ``alloc``; False (nothing recorded) once the map was drained by the last olShutDown."""
@@ -60,6 +63,7 @@ class AllocationMap:
             if self.closed:
                 return False
             self._version += 1
+            self.pair = _NO_PAIR
             self._by_base[alloc.base] = alloc
             bisect.insort(self._bases, alloc.base)
             self._version += 1
@@ -87,6 +91,7 @@ class AllocationMap:
                 raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{base:#x} is not a live allocation of offloadrt "
                                                                f"(never allocated, or already freed)")
             self._version += 1
+            self.pair = _NO_PAIR
             del self._by_base[base]
             del self._bases[bisect.bisect_left(self._bases, base)]
             self._version += 1
@@ -147,23 +152,26 @@ class AllocationMap:
                 return False
             self.src_span = src_span = found
         device_span, host_span = (dst_span, src_span) if to_device else (src_span, dst_span)
-        if not host_span[3] or self._version != version:
+        if not host_span[3]:
             return False
-        self.pair = (version, device_span[1], device_span[2], host_span[1], host_span[2])
+        with self._lock:  # only a pair of the map as it is now may be left for the hot path
+            if self._version != version:
+                return False
+            self.pair = (device_span[1], device_span[2], host_span[1], host_span[2])
         return True
 
     def _span(self, address: int, version: int) -> tuple[int, int, int, bool] | None:
         """``(version, low, high, host_ok)``: the allocation that contains ``address``, or the gap
         between allocations it lies in (a copy from there is checked by nothing here; ``high`` is the
-        next allocation's base), and whether a copy may name it as host memory. None while a writer
-        is changing the map."""
-        if version & 1:
+        next allocation's base), and whether a copy may name it as host memory. Every span lies within
+        [1, 2**64). None while a writer is changing the map, or for an address outside [1, 2**64)."""
+        if version & 1 or not 0 < address < _PAST_THE_END:
             return None
         by_base = self._by_base
         bases = self._bases
         try:
             index = _bisect_right(bases, address)
-            low = 0
+            low = 1  # a gap starts at 1 at the lowest: a span holds no null (or negative) address
             if index:
                 alloc = by_base[bases[index - 1]]
                 if address < alloc.end:
@@ -179,6 +187,7 @@ class AllocationMap:
         with self._lock:
             self.closed = True
             self._version += 1
+            self.pair = _NO_PAIR
             allocs = list(self._by_base.values())
             self._by_base.clear()
             self._bases.clear()

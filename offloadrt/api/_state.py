@@ -151,6 +151,8 @@ class _GlobalState:
         self.lock = threading.Lock()  # guards refcount and context
         self.refcount = 0
         self.context: Context | None = None
+        # the context while it runs untraced, else None: the hot paths' one test for "no checked path needed"
+        self.untraced: Context | None = None
         self.exit_check_registered = False
 
 
@@ -179,6 +181,7 @@ def init(platforms: Iterable[PlatformBackend] | None) -> None:
             if not faulthandler.is_enabled():  # a crash in native code shows where it happened
                 faulthandler.enable()
         STATE.context = Context(platforms, trace=trace, validate="OFFLOAD_DISABLE_VALIDATION" not in os.environ)
+        STATE.untraced = None if trace else STATE.context
         STATE.refcount = 1
         if not STATE.exit_check_registered:
             atexit.register(warn_about_work_dropped_at_exit)
@@ -236,6 +239,7 @@ def shut_down() -> None:
         STATE.refcount -= 1
         if STATE.refcount:
             return
+        STATE.untraced = None
         context, STATE.context = STATE.context, None
         assert context is not None
         errors = context.shut_down()

@@ -177,41 +177,49 @@ _checked_memcpy = entry_point(_memcpy)
 
 
 def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device, size: int) -> None:
-    # The hot path in one frame (the allocation checks in one more): a queued copy between host
-    # memory and the queue's GPU, with plain int arguments that pass every check of the checked
-    # path, goes to the device, whose own hot path checks that the queue has not failed. Anything
-    # else (no queue, a wrong argument, tracing on, no runtime) takes the checked entry point,
-    # which finds and reports what is wrong.
-    ctx = _STATE.context
-    if (ctx is not None and not ctx.trace and type(queue) is Queue and type(dst) is int and type(src) is int
-            and type(size) is int):
+    # The hot path in one frame: a queued copy between host memory and the queue's GPU, with plain
+    # int arguments that pass every check of the checked path, goes to the device, whose own hot
+    # path checks that the queue has not failed. Anything else (no queue, a wrong argument,
+    # tracing on, no runtime, a span not seen before) takes the checked entry point, which finds
+    # and reports what is wrong.
+    ctx = _STATE.untraced
+    if (ctx is not None and type(queue) is Queue and type(dst) is int and type(src) is int and type(size) is int
+            and size > 0):
         ai = queue._ai
         performer = queue.device
-        if ai is not None and 0 < size < _U64 and 0 < dst < _U64 and 0 < src < _U64:
-            to_device = dst_device is performer
-            host_side = src_device if to_device else dst_device if src_device is performer else None
-            if host_side is ctx.host_device and host_side is not performer:
+        host = ctx.host_device
+        if dst_device is performer:
+            to_device = True
+            device_at, host_at, host_side = dst, src, src_device
+        else:
+            to_device = False
+            device_at, host_at = src, dst
+            host_side = dst_device if src_device is performer else None
+        if host_side is host and ai is not None and performer is not host:
+            if ctx.validate:
+                # The spans of the last copy that passed (AllocationMap.pair, always true of the
+                # map as it is): both lie within [1, 2**64), so a copy inside them also passes the
+                # pointer and size range checks.
+                amap = ctx.allocations
+                device_low, device_high, host_low, host_high = amap.pair
+                fits = ((device_low <= device_at and device_at + size <= device_high
+                         and host_low <= host_at and host_at + size <= host_high)
+                        or (size < _U64 and 0 < dst < _U64 and 0 < src < _U64
+                            and amap.copy_fits(dst, src, size, to_device)))
+            else:
+                fits = size < _U64 and 0 < dst < _U64 and 0 < src < _U64
+            if fits:
                 gdev = performer._gdev
-                if ctx.validate:  # the spans of the last copy that passed first (AllocationMap.pair)
-                    amap = ctx.allocations
-                    version, device_low, device_high, host_low, host_high = amap.pair
-                    device_at, host_at = (dst, src) if to_device else (src, dst)
-                    fits = ((version == amap._version and device_low <= device_at and device_at + size <= device_high
-                             and host_low <= host_at and host_at + size <= host_high)
-                            or amap.copy_fits(dst, src, size, to_device))
-                else:
-                    fits = True
-                if gdev is not None and fits:
-                    copy = gdev.fast_copy
-                    if copy is not None:
-                        if copy(dst, src, size, ai, to_device):
-                            return
-                    else:
-                        if to_device:
-                            gdev.data_submit(dst, src, size, ai)
-                        else:
-                            gdev.data_retrieve(dst, src, size, ai)
+                copy = gdev.fast_copy
+                if copy is not None:
+                    if copy(dst, src, size, ai, to_device):
                         return
+                else:
+                    if to_device:
+                        gdev.data_submit(dst, src, size, ai)
+                    else:
+                        gdev.data_retrieve(dst, src, size, ai)
+                    return
     _checked_memcpy(queue, dst, dst_device, src, src_device, size)
 
 

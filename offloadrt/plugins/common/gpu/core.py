@@ -178,6 +178,10 @@ class GpuDeviceCore(GenericDevice):
                     ErrorCode.BACKEND_FAILURE,
                     f"{self.label} device {self.device_id} hit a sticky error ({self.driver.name(status)} in {call}); "
                     f"it is unusable {self.sticky_recovery}")
+                # A token no thread holds: every hot path's "current on this thread" test now fails,
+                # so each call takes its checked path, where enter() raises the sticky error (the hot
+                # paths need no test of their own for a poisoned device).
+                self.current_token = object()
             err.details += f" (sticky: {self.sticky_short})"
         return err
 
@@ -198,6 +202,9 @@ class GpuDeviceCore(GenericDevice):
                 raise self._refused_in_host_function()
             self._make_current()
             state.token = self.current_token
+            if self.sticky is not None:  # poisoned meanwhile, maybe after this thread took the new token
+                state.token = None
+                raise self.sticky
         return self.d
 
     def _refused_in_host_function(self) -> OffloadError:

@@ -84,8 +84,7 @@ class GpuPrograms(GpuDeviceCore):
         limit = self.FAST_SHAPES_PER_KERNEL
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
-            if ai.failure is not None or image.unloaded or self.sticky is not None \
-                    or state.token is not self.current_token:
+            if ai.failure is not None or image.unloaded or state.token is not self.current_token:
                 return False
             try:
                 ng = sizes.num_groups

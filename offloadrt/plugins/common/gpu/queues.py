@@ -26,7 +26,7 @@ class GpuQueues(GpuDeviceCore):
     def has_pending_work(self, queue: AsyncInfo) -> bool:
         # The generic method in one frame for a healthy device current on this thread (olDestroyQueue's
         # hot path); a queue with waits to settle takes the generic method (a drained stream stays so).
-        if self.sticky is None and self.thread_state.token is self.current_token:
+        if self.thread_state.token is self.current_token:
             status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
             if status == NOT_READY:
                 return True
@@ -51,7 +51,7 @@ class GpuQueues(GpuDeviceCore):
     def synchronize(self, queue: AsyncInfo, release: bool) -> None:
         # The generic method in one frame for a healthy queue of a healthy device current on this
         # thread (olSyncQueue's hot path); anything else, and handing the queue back, takes it.
-        if (not release and queue.failure is None and self.sticky is None
+        if (not release and queue.failure is None
                 and self.thread_state.token is self.current_token):
             status = self.drv_stream_sync(queue.stream)[0]  # type: ignore[attr-defined]
             if not status and not queue.waits and queue.failure is None:  # type: ignore[attr-defined]
@@ -72,7 +72,7 @@ class GpuQueues(GpuDeviceCore):
     # The hot paths below skip enter() when the device is healthy and current on this thread, and
     # the waits' bookkeeping when the queue has no wait to settle.
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
-        if self.sticky is not None or self.thread_state.token is not self.current_token:
+        if self.thread_state.token is not self.current_token:
             self.enter()
         result = self.drv_stream_sync(queue.stream)  # type: ignore[attr-defined]
         if result[0]:
@@ -81,7 +81,7 @@ class GpuQueues(GpuDeviceCore):
             self._settle_waits(queue)  # type: ignore[arg-type]
 
     def _query_impl(self, queue: AsyncInfo) -> bool:
-        if self.sticky is not None or self.thread_state.token is not self.current_token:
+        if self.thread_state.token is not self.current_token:
             self.enter()
         status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
         if status == NOT_READY:
@@ -140,7 +140,7 @@ class GpuQueues(GpuDeviceCore):
 
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
-        if self.sticky is not None or self.thread_state.token is not self.current_token:
+        if self.thread_state.token is not self.current_token:
             self.enter()
         key = next(host_keys)
         host_calls[key] = (callback, user_data, queue, queue.next_position())  # type: ignore[attr-defined,assignment]
@@ -165,7 +165,7 @@ class GpuQueues(GpuDeviceCore):
     # The generic event calls, each with its hot path in one frame (a healthy queue or event of a
     # healthy device already current on this thread); anything else takes the generic method.
     def create_event(self, queue: AsyncInfo) -> GenericEvent:
-        if queue.failure is None and self.sticky is None and self.thread_state.token is self.current_token:
+        if queue.failure is None and self.thread_state.token is self.current_token:
             event = GpuEvent(self, self.event_pool.acquire())
             event.position = queue.submitted  # type: ignore[attr-defined]
             result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
@@ -177,7 +177,7 @@ class GpuQueues(GpuDeviceCore):
         return super().create_event(queue)
 
     def sync_event(self, event: GenericEvent) -> None:
-        if event.failure is None and self.sticky is None and self.thread_state.token is self.current_token:
+        if event.failure is None and self.thread_state.token is self.current_token:
             status = self.drv_event_sync(event.event)[0]  # type: ignore[attr-defined]
             source = event.queue  # type: ignore[attr-defined]
             if not status and (source is None or (not source.waits and source.failure is None)):
@@ -198,7 +198,7 @@ class GpuQueues(GpuDeviceCore):
         return GpuEvent(self, self.event_pool.acquire())
 
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        if self.sticky is not None or self.thread_state.token is not self.current_token:
+        if self.thread_state.token is not self.current_token:
             self.enter()
         event.position = queue.submitted  # type: ignore[attr-defined]
         result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
