@@ -30,8 +30,8 @@ _checked_create_event = entry_point(_create_event)
 
 
 def olCreateEvent(queue: Queue) -> Event:
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(queue) is Queue:
+    ctx = _STATE.untraced
+    if ctx is not None and type(queue) is Queue:
         ai = queue._ai
         if ai is not None:
             return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
@@ -71,8 +71,8 @@ _checked_destroy_event = entry_point(_destroy_event)
 
 
 def olDestroyEvent(event: Event) -> None:
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(event) is Event:
+    ctx = _STATE.untraced
+    if ctx is not None and type(event) is Event:
         ev = event._ev
         if type(ev) is _GpuEvent:
             if event.device._gdev is not None:
@@ -115,8 +115,8 @@ _checked_sync_event = entry_point(_sync_event)
 
 
 def olSyncEvent(event: Event) -> None:
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(event) is Event:
+    ctx = _STATE.untraced
+    if ctx is not None and type(event) is Event:
         ev = event._ev
         if ev is not None and event.device._gdev is not None and _host_function_thread.queue is None:
             ev.device.sync_event(ev)  # type: ignore[attr-defined]

@@ -175,8 +175,8 @@ def olLaunchKernel(queue: Queue | None, device: Device, kernel: Symbol, args: by
     # device's launcher (GenericDevice.launcher), which takes it only if every later check passes
     # too. Anything else (no queue, a wrong handle or argument, a cold launch shape, tracing on,
     # no runtime) takes the checked entry point, which finds and reports what is wrong.
-    ctx = _STATE.context
-    if (ctx is not None and not ctx.trace and type(kernel) is Symbol and type(queue) is Queue
+    ctx = _STATE.untraced
+    if (ctx is not None and type(kernel) is Symbol and type(queue) is Queue
             and (type(args) is bytes or args is None) and type(launch_size_args) is KernelLaunchSizeArgs
             and kernel.device is device and queue.device is device):
         launch = kernel._launch

@@ -178,8 +178,9 @@ _checked_memcpy = entry_point(_memcpy)
 
 def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_device: Device, size: int) -> None:
     # The hot path in one frame: a queued copy between host memory and the queue's GPU, with plain
-    # int arguments that pass every check of the checked path, goes to the device, whose own hot
-    # path checks that the queue has not failed. Anything else (no queue, a wrong argument,
+    # int arguments that pass every check of the checked path, goes to the device's fast_copy,
+    # whose own hot path checks that the queue has not failed (it answers False, having done
+    # nothing, for anything it does not take). Anything else (no queue, a wrong argument,
     # tracing on, no runtime, a span not seen before) takes the checked entry point, which finds
     # and reports what is wrong.
     ctx = _STATE.untraced
@@ -195,7 +196,7 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
             to_device = False
             device_at, host_at = src, dst
             host_side = dst_device if src_device is performer else None
-        if host_side is host and ai is not None and performer is not host:
+        if host_side is host and ai is not None:  # (the host device has no fast_copy: its own copies go below)
             if ctx.validate:
                 # The spans of the last copy that passed (AllocationMap.pair, always true of the
                 # map as it is): both lie within [1, 2**64), so a copy inside them also passes the
@@ -210,16 +211,10 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
                 fits = size < _U64 and 0 < dst < _U64 and 0 < src < _U64
             if fits:
                 gdev = performer._gdev
-                copy = gdev.fast_copy
-                if copy is not None:
-                    if copy(dst, src, size, ai, to_device):
+                if gdev is not None:
+                    copy = gdev.fast_copy
+                    if copy is not None and copy(dst, src, size, ai, to_device):
                         return
-                else:
-                    if to_device:
-                        gdev.data_submit(dst, src, size, ai)
-                    else:
-                        gdev.data_retrieve(dst, src, size, ai)
-                    return
     _checked_memcpy(queue, dst, dst_device, src, src_device, size)
 
 

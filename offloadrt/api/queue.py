@@ -97,8 +97,8 @@ _checked_create_queue = entry_point(_create_queue)
 
 def olCreateQueue(device: Device) -> Queue:
     # The hot path: a live device, no tracing.
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(device) is Device:
+    ctx = _STATE.untraced
+    if ctx is not None and type(device) is Device:
         gdev = device._gdev
         if gdev is not None:
             return _new_queue(device, gdev)
@@ -142,8 +142,8 @@ _checked_destroy_queue = entry_point(_destroy_queue)
 
 def olDestroyQueue(queue: Queue) -> None:
     # The hot path: a live queue of a live device, no tracing.
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(queue) is Queue and queue._ai is not None:
+    ctx = _STATE.untraced
+    if ctx is not None and type(queue) is Queue and queue._ai is not None:
         device = queue.device
         gdev = device._gdev
         if gdev is not None:
@@ -171,8 +171,8 @@ _checked_sync_queue = entry_point(_sync_queue)
 
 def olSyncQueue(queue: Queue) -> None:
     # The hot path in one frame: a live queue, no tracing, not in a host function.
-    ctx = _STATE.context
-    if ctx is not None and not ctx.trace and type(queue) is Queue:
+    ctx = _STATE.untraced
+    if ctx is not None and type(queue) is Queue:
         ai = queue._ai
         if ai is not None and _host_function_thread.queue is None:
             ai.device.synchronize(ai, False)  # type: ignore[attr-defined]
