@@ -5,10 +5,12 @@
 - launch: ``queue.launch(kernel, 1, 1, x, y, a, n)`` with 4 arguments (2 buffers, a Python float
   and a Python int, packed by the kernel's signature) against ``olLaunchKernel`` of the same empty
   kernel with the blob packed once beforehand, per launch (then one sync). Goal: <= 1.3x.
-  Two floors in the same rounds say what any Python layer pays: a Python method with
-  ``queue.launch``'s parameters that only calls the pre-packed ``olLaunchKernel`` (one frame), and
-  the same method handing over to a per-kernel function that does the same (``queue.launch``'s
-  two frames: the queue's method, the kernel's launcher). Also: ``n`` new each launch, against
+  Three floors in the same rounds say what any Python layer pays: a Python method with
+  ``queue.launch``'s parameters that only calls the pre-packed ``olLaunchKernel`` (one frame); the
+  same method first checking, in that frame, the least that reusing a kept blob needs (the same
+  queue, shape and argument objects, nothing closed since); and the method handing over to a
+  per-kernel function that does the same as the first (``queue.launch``'s two frames: the queue's
+  method, the kernel's launcher). Also: ``n`` new each launch, against
   ``olLaunchKernel`` with a blob per launch packed beforehand; and the layer's own cost (the same
   ``queue.launch`` calls with ``olLaunchKernel`` replaced by a call that does nothing, less that call).
 - pool: ``device.allocate(size)`` + ``buffer.close()`` (the pool) against ``olMemAlloc`` +
@@ -77,6 +79,20 @@ def bench_launch(device: Device, image: Path, launches: int, repeats: int) -> di
         def method(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
             ol_launch(handle, device_handle, symbol, blob, sizes)
 
+        def kept(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
+            # The least a launch that reuses a kept blob must check, in queue.launch's one frame: the
+            # same queue, launch shape and argument objects (== is identity for buffers, but equal
+            # numbers may differ in type or sign, so those are tested by identity), and nothing
+            # closed since (one generation number standing for every buffer and queue); less than
+            # queue.launch does (no marking of the buffers as in use by the queue).
+            queue_, grid_, block_, shared_, args_, generation_ = kernel
+            if (queue_ is self and grid == grid_ and block == block_ and shared_mem == shared_
+                    and args == args_ and args[2] is args_[2] and args[3] is args_[3]
+                    and generation_ == generation[0]):
+                ol_launch(handle, device_handle, symbol, blob, sizes)
+                return
+            raise RuntimeError("the kept-blob floor's checks did not pass")
+
         def dispatch(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
             try:
                 if kernel(self, grid, block, shared_mem, args):
@@ -89,6 +105,9 @@ def bench_launch(device: Device, image: Path, launches: int, repeats: int) -> di
         return True
 
     floor = Floor()
+    two, three = 2.0, 3
+    generation = [0]
+    record = (floor, 1, 1, 0, (x, y, two, three), 0)  # what the kept-blob floor compares with
 
     def timed(body: Any) -> Any:
         def run() -> float:
@@ -111,6 +130,11 @@ def bench_launch(device: Device, image: Path, launches: int, repeats: int) -> di
         for _ in counts:
             call(kernel, 1, 1, x, y, 2.0, 3)
 
+    def kept() -> None:
+        call = floor.kept
+        for _ in counts:
+            call(record, 1, 1, x, y, two, three)
+
     def dispatch() -> None:
         call = floor.dispatch
         for _ in counts:
@@ -125,7 +149,8 @@ def bench_launch(device: Device, image: Path, launches: int, repeats: int) -> di
             launch(kernel, 1, 1, x, y, 2.0, n)
 
     best = alternate(repeats, {name: timed(body) for name, body in (
-        ("olLaunchKernel", raw), ("method floor", method), ("dispatch floor", dispatch), ("queue.launch", ours),
+        ("olLaunchKernel", raw), ("method floor", method), ("kept-blob floor", kept), ("dispatch floor", dispatch),
+        ("queue.launch", ours),
         ("olLaunchKernel, new blobs", raw_new), ("queue.launch, new n", ours_new))})
     # the layer's own cost: the same launches with olLaunchKernel replaced by a call that does nothing
     cells = dict(zip(kernel._fast.__code__.co_freevars, kernel._fast.__closure__ or ()))
@@ -212,6 +237,8 @@ def collect(quick: bool = False) -> dict[str, Any]:
             "us", raw, pre_packed, "<= 1.3x"),
         row("floor: a method with queue.launch's parameters calling the pre-packed olLaunchKernel",
             launch["method floor"] * us, "us", raw, pre_packed, None),
+        row("floor: that method checking what reusing a kept blob needs, in its one frame",
+            launch["kept-blob floor"] * us, "us", raw, pre_packed, None),
         row("floor: that method handing over to a per-kernel function (queue.launch's two frames)",
             launch["dispatch floor"] * us, "us", raw, pre_packed, None),
         row("queue.launch, 4 arguments, the int new each launch", launch["queue.launch, new n"] * us, "us",

@@ -14,7 +14,9 @@ how much of the difference lies in the plugin (its hooks, called directly) and h
 an idle queue sync, and a host function (enqueued, then run at the next sync).
 
 Also measured: what the bindings themselves cost per call over the null driver (argument
-conversion and the result tuple), against a ctypes call of the same C entry point.
+conversion and the result tuple), against a ctypes call of the same C entry point; and, for the
+copies, a floor: olMemcpy's checks done inline in one Python frame around the same bindings call
+(nothing looked up), which is what any copy that keeps those checks costs at the least in CPython.
 
 Goals (issue 13): at most 1 us added per launch, at most 0.5 us per copy or event call.
 """
@@ -27,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -279,6 +282,7 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
         api.olSyncEvent(event)
         api.olDestroyEvent(event)
 
+    floor_copy = _copy_floor(queue, host, dptr, htod, dtoh)
     launcher = kernel._launch
     if launcher is not None:
         def plugin_launch() -> None:
@@ -298,11 +302,13 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
             "ours": _per_op(count, lambda: ol_memcpy(queue, dptr, device, hptr, host, 8), lambda: ol_sync(queue)),
             "plugin": _per_op(count, lambda: gdev._data_submit_impl(dptr, hptr, 8, ai), lambda: ol_sync(queue)),
             "raw": _per_op(count, lambda: htod(dptr, hptr, 8, raw_stream), lambda: stream_sync(raw_stream)),
+            "floor": _per_op(count, lambda: floor_copy(queue, dptr, device, hptr, host, 8), lambda: ol_sync(queue)),
         },
         "d2h": {
             "ours": _per_op(count, lambda: ol_memcpy(queue, hptr, host, dptr, device, 8), lambda: ol_sync(queue)),
             "plugin": _per_op(count, lambda: gdev._data_retrieve_impl(hptr, dptr, 8, ai), lambda: ol_sync(queue)),
             "raw": _per_op(count, lambda: dtoh(hptr, dptr, 8, raw_stream), lambda: stream_sync(raw_stream)),
+            "floor": _per_op(count, lambda: floor_copy(queue, hptr, host, dptr, device, 8), lambda: ol_sync(queue)),
         },
         "queue": {
             "ours": _per_op(count, lambda: api.olDestroyQueue(api.olCreateQueue(device))),
@@ -335,6 +341,44 @@ def _measure(vendor: str, api: Any, raw: _Raw, gdev: Any, device: Any, host: Any
         measured[op] = {side: seconds * 1e6 for side, seconds in best.items()}
     raw.stream_destroy(raw_stream)
     return {"ops": measured, "count": count, "repeats": repeats}
+
+
+def _copy_floor(queue: Any, host: Any, dptr: int, htod: Any, dtoh: Any) -> Callable[..., None]:
+    """What a copy that keeps olMemcpy's checks costs at the least in CPython: one frame with
+    olMemcpy's parameters doing them inline around the same bindings call, with nothing to look up
+    (the spans of both sides, the queue's device and the host device known beforehand). The checks:
+    the runtime is up, the argument types, a positive size, the queue's device on one side and the
+    host on the other, both sides within their spans (which also bounds the pointers and the size),
+    the queue alive and not failed, the device current on this thread (a ``threading.local``, as the
+    plugins keep it), then the driver's status."""
+    queue_type = type(queue)
+    spans = (dptr, dptr + 64, 1, 1 << 64)  # the device allocation; the host memory around no allocation
+    thread = threading.local()
+    thread.token = token = object()
+    runtime = [queue]  # stands for "initialised and untraced": one attribute read and test
+
+    def floor(q: Any, dst: Any, dst_device: Any, src: Any, src_device: Any, size: Any) -> None:
+        up = runtime[0]
+        if (up is not None and type(q) is queue_type and type(dst) is int and type(src) is int and type(size) is int
+                and size > 0):
+            performer = q.device
+            if dst_device is performer:
+                call, device_at, host_at, host_side = htod, dst, src, src_device
+            else:
+                call, device_at, host_at = dtoh, src, dst
+                host_side = dst_device if src_device is performer else None
+            if host_side is host:
+                device_low, device_high, host_low, host_high = spans
+                if (device_low <= device_at and device_at + size <= device_high and host_low <= host_at
+                        and host_at + size <= host_high):
+                    backend = q._ai
+                    if backend is not None and backend.failure is None and thread.token is token:
+                        result = call(dst, src, size, backend.stream)
+                        if not result[0]:
+                            return
+        raise RuntimeError("the copy floor's checks did not pass")
+
+    return floor
 
 
 def _bindings_costs(vendor: str, raw: _Raw, function: Any, dptr: int, hptr: int, quick: bool) -> dict[str, Any]:
@@ -437,6 +481,9 @@ def make_rows(vendor: str, measured: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(row(NAME, f"{label} {what}: offloadrt", ours, "us", raw, f"{raw_name} via the bindings, same run"))
         rows.append(row(NAME, f"{label} {what}: added by offloadrt", ours - raw, "us", goal=goal))
         rows.append(row(NAME, f"{label} {what}: added above the plugin (api + common)", ours - plugin, "us"))
+        if "floor" in figures:
+            rows.append(row(NAME, f"{label} {what}: floor, olMemcpy's checks inline in one frame: added",
+                            figures["floor"] - raw, "us"))
     for call, figures in measured["bindings"].items():
         rows.append(row(NAME, f"{label} bindings: {call} over the null driver", figures["bindings"], "us",
                         figures["reference"], figures["reference_what"]))

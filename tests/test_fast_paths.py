@@ -161,7 +161,7 @@ def test_racing_destroys_of_one_event_release_it_once(rt: Runtime) -> None:
     from offloadrt.api.event import _checked_destroy_event  # noqa: PLC0415
 
     queue = api.olCreateQueue(rt.gpus[0])
-    pool_free = rt.gpus[0]._gdev.event_pool._free
+    pool_free = rt.gpus[0]._gdev.event_pool.free
     rounds = 60
     outcomes: list[str] = []
     barrier = threading.Barrier(2)

@@ -189,6 +189,7 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
         ai = queue._ai
         performer = queue.device
         host = ctx.host_device
+        host_side: Device | None
         if dst_device is performer:
             to_device = True
             device_at, host_at, host_side = dst, src, src_device

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 from ...errors import ErrorCode, OffloadError, OffloadWarning
 
@@ -164,13 +164,16 @@ class ResourcePool(Generic[R]):
         self.warn_missing = warn_missing
         self._create = create
         self._destroy = destroy
-        self._free: list[R] = []  # the pooled resources; one list for the pool's life (see above)
+        # The pooled resources: one list for the pool's life (see above). Hot paths may take from
+        # it and put back into it themselves, in this protocol: pop, then test closed (closed:
+        # reject()); append, then test closed (closed: reap()).
+        self.free: list[R] = []
         self._lock = threading.Lock()  # guards live and the setting of closed
         self.live = 0  # resources that exist: pooled plus handed out
         self.closed = False  # set by deinit: later releases destroy, acquires fail
 
     def acquire(self) -> R:
-        free = self._free
+        free = self.free
         if free:
             try:
                 resource = free.pop()
@@ -194,12 +197,21 @@ class ResourcePool(Generic[R]):
     def release(self, resource: R) -> None:
         """Pool ``resource`` again; once the pool is closed (the device de-initialised), destroy it."""
         if not self.closed:
-            self._free.append(resource)
+            self.free.append(resource)
             if not self.closed:
                 return
             self._reap()  # deinit began meanwhile and may have drained the pool before the append
             return
         self._destroy_late(resource)
+
+    def reject(self, resource: R) -> NoReturn:
+        """A resource popped from ``free`` after ``deinit`` began: destroy it, and fail as ``acquire`` does."""
+        self._destroy_late(resource)
+        raise _closed_pool(self.name)
+
+    def reap(self) -> None:
+        """After an append to ``free`` that found the pool closed: destroy what is pooled."""
+        self._reap()
 
     def _destroy_late(self, resource: R) -> None:
         """Destroy a resource of a closed pool."""
@@ -209,7 +221,7 @@ class ResourcePool(Generic[R]):
 
     def _reap(self) -> None:
         """Destroy whatever is pooled in a closed pool."""
-        free = self._free
+        free = self.free
         while free:
             try:
                 resource = free.pop()
@@ -224,14 +236,14 @@ class ResourcePool(Generic[R]):
 
     @property
     def pooled(self) -> int:
-        return len(self._free)
+        return len(self.free)
 
     def deinit(self) -> list[OffloadError]:
         """Destroy every pooled resource; return the errors instead of stopping at the first."""
         with self._lock:
             self.closed = True
         errors: list[OffloadError] = []
-        free = self._free
+        free = self.free
         while free:
             try:
                 resource = free.pop()

@@ -166,7 +166,15 @@ class GpuQueues(GpuDeviceCore):
     # healthy device already current on this thread); anything else takes the generic method.
     def create_event(self, queue: AsyncInfo) -> GenericEvent:
         if queue.failure is None and self.thread_state.token is self.current_token:
-            event = GpuEvent(self, self.event_pool.acquire())
+            pool = self.event_pool
+            try:  # a pooled driver event, taken as ResourcePool.free says
+                handle = pool.free.pop()
+            except IndexError:
+                handle = pool.acquire()
+            else:
+                if pool.closed:
+                    pool.reject(handle)
+            event = GpuEvent(self, handle)
             event.position = queue.submitted  # type: ignore[attr-defined]
             result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
@@ -192,7 +200,13 @@ class GpuQueues(GpuDeviceCore):
         super().sync_event(event)
 
     def destroy_event(self, event: GenericEvent) -> None:
-        self.event_pool.release(event.event)  # type: ignore[attr-defined]
+        pool = self.event_pool  # ResourcePool.release in this frame, as ResourcePool.free says
+        if not pool.closed:
+            pool.free.append(event.event)  # type: ignore[attr-defined]
+            if pool.closed:
+                pool.reap()
+            return
+        pool.release(event.event)  # type: ignore[attr-defined]
 
     def _create_event_impl(self) -> GenericEvent:
         return GpuEvent(self, self.event_pool.acquire())
