@@ -154,6 +154,46 @@ def test_a_sticky_fault_poisons_only_its_device_until_reinit(vendor: Vendor, rt:
     api.olMemFree(api.olMemAlloc(fresh, AllocType.DEVICE, 64))
 
 
+def test_after_a_sticky_fault_the_hot_paths_of_a_thread_that_used_the_device_refuse_too(vendor: Vendor,
+                                                                                        rt: Runtime) -> None:
+    # The thread that used the device has it current, so its calls take the hot paths (which test
+    # only that the device is current here); poisoning replaces the device's token, so they miss
+    # and the checked paths raise the sticky error.
+    gpu = rt.gpus[0]
+    vendor.standin.register_kernel("record", recorder()[1])
+    record = api.olGetSymbol(vendor.program(gpu), "record", KERNEL)
+    pointer = api.olMemAlloc(gpu, AllocType.DEVICE, 64)
+    queue, bystander = api.olCreateQueue(gpu), api.olCreateQueue(gpu)
+    _, address = host_buffer(64)
+    api.olMemcpy(bystander, pointer, gpu, address, rt.host, 64)
+    api.olLaunchKernel(bystander, gpu, record, None, launch_size())
+    api.olSyncEvent(api.olCreateEvent(bystander))
+    api.olSyncQueue(bystander)
+    gdev = gpu._gdev
+    assert gdev.thread_state.token is gdev.current_token  # this thread takes the hot paths
+    launch_boom(vendor, queue, gpu)
+    expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)
+    assert gdev.thread_state.token is not gdev.current_token
+    roles = ("memcpy_htod", "memcpy_dtoh", "launch", "event_record")
+    before = {role: vendor.count(role) for role in roles}
+    for call, fn, args in [
+        ("olMemcpy H2D", api.olMemcpy, (bystander, pointer, gpu, address, rt.host, 64)),
+        ("olMemcpy D2H", api.olMemcpy, (bystander, address, rt.host, pointer, gpu, 64)),
+        ("olLaunchKernel", api.olLaunchKernel, (bystander, gpu, record, None, launch_size())),
+        ("olCreateEvent", api.olCreateEvent, (bystander,)),
+        ("olCreateQueue", api.olCreateQueue, (gpu,)),
+    ]:
+        err = expect(ErrorCode.BACKEND_FAILURE, fn, *args)
+        assert vendor.poisoned in err.details, f"{call}: {err!r}"
+    assert {role: vendor.count(role) for role in roles} == before  # refused before reaching the driver
+    err = expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, bystander)
+    assert vendor.poisoned in err.details
+    api.olMemFree(pointer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shut_down_fully()
+
+
 @pytest.mark.parametrize("first", ["olSyncEvent", "olQueryQueue", "olGetQueueError", "olGetEventInfo"])
 def test_a_sticky_fault_is_reported_by_whatever_call_sees_it_first(vendor: Vendor, rt: Runtime, first: str) -> None:
     gpu = rt.gpus[0]
