@@ -153,6 +153,61 @@ def test_the_cached_span_pair_keeps_the_allocation_checks(rt: Runtime) -> None:
     api.olMemFree(smaller)
 
 
+def _allocation(base: int, size: int, device: Any, kind: AllocType = AllocType.DEVICE) -> Any:
+    from offloadrt.api._allocations import Allocation
+    return Allocation(base, size, device, kind)
+
+
+class _Side:
+    def __init__(self, is_host: bool) -> None:
+        self.is_host = is_host
+
+
+def test_the_span_pair_is_always_true_of_the_map() -> None:
+    """AllocationMap.pair, which olMemcpy's hot path trusts without a version check: every writer
+    resets it, a lookup racing a writer never leaves its pair behind, and its spans lie within
+    [1, 2**64) (so a copy inside them passes the pointer and size range checks too)."""
+    from offloadrt.api._allocations import _NO_PAIR, AllocationMap
+
+    gpu, host = _Side(False), _Side(True)
+    amap = AllocationMap()
+    amap.add(_allocation(0x10000, 0x100, gpu))
+    assert amap.copy_fits(0x10000, 0x50000, 8, True)
+    assert amap.pair == (0x10000, 0x10100, 0x10100, 1 << 64)  # the device allocation; the host gap after it
+    amap.add(_allocation(0x60000, 0x100, host, AllocType.HOST))  # any change of the map resets the pair
+    assert amap.pair == _NO_PAIR  # (which no copy fits)
+    assert amap.copy_fits(0x60010, 0x10000, 8, False)  # host side inside a host allocation
+    assert amap.pair == (0x10000, 0x10100, 0x60000, 0x60100)
+    amap.remove(0x60000)
+    assert amap.pair == _NO_PAIR
+    assert amap.copy_fits(0x10000, 0x8, 8, True)  # a host gap below every allocation starts at 1
+    assert amap.pair[2:] == (1, 0x10000)
+    assert not amap.copy_fits(0x10000, (1 << 64) - 4, 8, True)  # past the last address: the checked path
+    assert not amap.copy_fits(0x10000, 0, 8, True)
+    assert not amap.copy_fits(0x10000, -8, 8, True)
+    amap.drain()
+    assert amap.pair == _NO_PAIR
+
+    # A writer that changes the map while a lookup computes its spans: the lookup fails (the
+    # caller takes the checked path) and leaves no pair of the old map.
+    amap = AllocationMap()
+    amap.add(_allocation(0x10000, 0x100, gpu))
+    real_span = amap._span
+
+    def span_then_write(address: int, version: int) -> Any:
+        found = real_span(address, version)
+        if address == 0x50000:
+            amap.remove(0x10000)
+            amap.add(_allocation(0x10000, 0x10, gpu))  # the same base, smaller
+        return found
+
+    amap._span = span_then_write  # type: ignore[method-assign]
+    assert not amap.copy_fits(0x10000, 0x50000, 0x80, True)
+    assert amap.pair == _NO_PAIR
+    amap._span = real_span  # type: ignore[method-assign]
+    assert not amap.copy_fits(0x10000, 0x50000, 0x80, True)  # runs past the new allocation's end
+
+
 # ---- events ------------------------------------------------------------------------------------
 
 def test_racing_destroys_of_one_event_release_it_once(rt: Runtime) -> None:

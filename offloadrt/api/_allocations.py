@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 _bisect_right = bisect.bisect_right
 _DEVICE = AllocType.DEVICE  # a module constant: an enum member read from its class costs about 0.2 us
 _PAST_THE_END = 1 << 64  # the high end of the gap after the last allocation: no address reaches it
-_NO_PAIR = (0, 0, 0, 0)  # AllocationMap.pair when no copy fits it: every low end is above every high end
+_NO_PAIR = (0, 0, 0, 0)  # AllocationMap.pair when no copy fits it: no address plus a positive size is <= 0
 
 
 @dataclass(frozen=True, slots=True)
