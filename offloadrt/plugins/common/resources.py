@@ -182,8 +182,7 @@ class ResourcePool(Generic[R]):
             else:
                 if not self.closed:
                     return resource
-                self._destroy_late(resource)  # deinit began meanwhile
-                raise _closed_pool(self.name)
+                self.reject(resource)  # deinit began meanwhile
         if self.closed:
             raise _closed_pool(self.name)
         resource = self._create()
@@ -200,7 +199,7 @@ class ResourcePool(Generic[R]):
             self.free.append(resource)
             if not self.closed:
                 return
-            self._reap()  # deinit began meanwhile and may have drained the pool before the append
+            self.reap()  # deinit began meanwhile and may have drained the pool before the append
             return
         self._destroy_late(resource)
 
@@ -209,18 +208,14 @@ class ResourcePool(Generic[R]):
         self._destroy_late(resource)
         raise _closed_pool(self.name)
 
-    def reap(self) -> None:
-        """After an append to ``free`` that found the pool closed: destroy what is pooled."""
-        self._reap()
-
     def _destroy_late(self, resource: R) -> None:
         """Destroy a resource of a closed pool."""
         with self._lock:
             self.live -= 1
         self._destroy(resource)
 
-    def _reap(self) -> None:
-        """Destroy whatever is pooled in a closed pool."""
+    def reap(self) -> None:
+        """Destroy whatever is pooled in a closed pool (after an append to ``free`` that found it closed)."""
         free = self.free
         while free:
             try:
