@@ -197,25 +197,24 @@ def olMemcpy(queue: Queue | None, dst: int, dst_device: Device, src: int, src_de
             to_device = False
             device_at, host_at = src, dst
             host_side = dst_device if src_device is performer else None
-        if host_side is host and ai is not None:  # (the host device has no fast_copy: its own copies go below)
-            if ctx.validate:
-                # The spans of the last copy that passed (AllocationMap.pair, always true of the
-                # map as it is): both lie within [1, 2**64), so a copy inside them also passes the
-                # pointer and size range checks.
-                amap = ctx.allocations
-                device_low, device_high, host_low, host_high = amap.pair
-                fits = ((device_low <= device_at and device_at + size <= device_high
-                         and host_low <= host_at and host_at + size <= host_high)
-                        or (size < _U64 and 0 < dst < _U64 and 0 < src < _U64
-                            and amap.copy_fits(dst, src, size, to_device)))
-            else:
-                fits = size < _U64 and 0 < dst < _U64 and 0 < src < _U64
-            if fits:
-                gdev = performer._gdev
-                if gdev is not None:
-                    copy = gdev.fast_copy
-                    if copy is not None and copy(dst, src, size, ai, to_device):
-                        return
+        if host_side is host and ai is not None:
+            gdev = performer._gdev
+            copy = gdev.fast_copy if gdev is not None else None  # (the host device has none)
+            if copy is not None:
+                if ctx.validate:
+                    # The spans of the last copy that passed (AllocationMap.pair, always true of
+                    # the map as it is): both lie within [1, 2**64), so a copy inside them also
+                    # passes the pointer and size range checks.
+                    amap = ctx.allocations
+                    device_low, device_high, host_low, host_high = amap.pair
+                    fits = ((device_low <= device_at and device_at + size <= device_high
+                             and host_low <= host_at and host_at + size <= host_high)
+                            or (size < _U64 and 0 < dst < _U64 and 0 < src < _U64
+                                and amap.copy_fits(dst, src, size, to_device)))
+                else:
+                    fits = size < _U64 and 0 < dst < _U64 and 0 < src < _U64
+                if fits and copy(dst, src, size, ai, to_device):
+                    return
     _checked_memcpy(queue, dst, dst_device, src, src_device, size)
 
 
