@@ -14,6 +14,7 @@ from .types import (  # noqa: E402
     DeviceInfo,
     DeviceType,
     Dimensions,
+    EventFlags,
     EventInfo,
     FpCapabilityFlag,
     KernelLaunchSizeArgs,
@@ -27,9 +28,9 @@ from .types import (  # noqa: E402
 )
 
 __all__ = [
-    "AllocType", "CodeLocation", "DeviceInfo", "DeviceType", "Dimensions", "ErrorCode", "EventInfo", "FpCapabilityFlag",
-    "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend", "PlatformInfo",
-    "QueueInfo", "SymbolInfo", "SymbolKind", "UnavailablePlatform", "__version__", "get_include",
+    "AllocType", "CodeLocation", "DeviceInfo", "DeviceType", "Dimensions", "ErrorCode", "EventFlags", "EventInfo",
+    "FpCapabilityFlag", "KernelLaunchSizeArgs", "MemInfo", "OffloadError", "OffloadWarning", "PlatformBackend",
+    "PlatformInfo", "QueueInfo", "SymbolInfo", "SymbolKind", "UnavailablePlatform", "__version__", "get_include",
     "unavailable_platforms",
     # the Python API (offloadrt.core), imported on first use
     "Array", "Buffer", "Device", "Event", "Kernel", "MemoryPool", "Program", "Queue", "asarray", "device", "devices",

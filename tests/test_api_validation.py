@@ -33,6 +33,7 @@ from offloadrt import (
     DeviceType,
     Dimensions,
     ErrorCode,
+    EventFlags,
     EventInfo,
     FpCapabilityFlag,
     KernelLaunchSizeArgs,
@@ -56,7 +57,7 @@ CONTRACT_ENTRY_POINTS: dict[str, tuple[int, int]] = {
     "olCreateQueue": (1, 0), "olDestroyQueue": (1, 0), "olSyncQueue": (1, 0), "olQueryQueue": (1, 0),
     "olWaitEvents": (2, 0), "olGetQueueInfo": (2, 0), "olGetQueueInfoSize": (2, 0),
     "olLaunchHostFunction": (2, 1), "olGetQueueError": (1, 0),
-    "olCreateEvent": (1, 0), "olDestroyEvent": (1, 0), "olSyncEvent": (1, 0), "olGetEventInfo": (2, 0),
+    "olCreateEvent": (1, 1), "olDestroyEvent": (1, 0), "olSyncEvent": (1, 0), "olGetEventInfo": (2, 0),
     "olGetEventInfoSize": (2, 0), "olGetEventElapsedTime": (2, 0),
     "olCreateProgram": (2, 0), "olDestroyProgram": (1, 0), "olIsValidBinary": (2, 0),
     "olGetSymbol": (3, 0), "olGetSymbolInfo": (2, 0), "olGetSymbolInfoSize": (2, 0),
@@ -127,8 +128,8 @@ def world(host: api.Device, queue: api.Queue, basic: api.Program, build) -> Worl
     ptr2 = api.olMemAlloc(host, AllocType.DEVICE, 4096)
     ctypes.memset(ptr, CANARY, 4096)
     ctypes.memset(ptr2, CANARY, 4096)
-    event = api.olCreateEvent(queue)
-    event2 = api.olCreateEvent(queue)
+    event = api.olCreateEvent(queue, EventFlags.ENABLE_PROFILING)  # timed: olGetEventElapsedTime takes them
+    event2 = api.olCreateEvent(queue, EventFlags.ENABLE_PROFILING)
     return World(host=host, platform=api.olGetDeviceInfo(host, DeviceInfo.PLATFORM), queue=queue, event=event,
                  event2=event2, program=basic, kernel=api.olGetSymbol(basic, "foo", SymbolKind.KERNEL),
                  global_var=api.olGetSymbol(basic, "global", SymbolKind.GLOBAL_VARIABLE), ptr=ptr, ptr2=ptr2,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import SAFETY, TIMEOUT, Gate, alloc_u32, call_with_timeout, expect_error, increment, kernel, launch_args
 
-from offloadrt import ErrorCode, EventInfo, OffloadError, OffloadWarning, QueueInfo, SymbolKind, api
+from offloadrt import ErrorCode, EventFlags, EventInfo, OffloadError, OffloadWarning, QueueInfo, SymbolKind, api
 
 FAULT = 4242  # what fail_with returns: it must show up in the error
 
@@ -168,12 +168,12 @@ def test_healthy_queues_are_unaffected(host, basic, gate):
     g = gate(bad)
     fault(bad, host, basic)
     increment(good, host, basic, counter)
-    before = api.olCreateEvent(good)
+    before = api.olCreateEvent(good, EventFlags.ENABLE_PROFILING)
     g.open()
     expect_queue_error(api.olSyncQueue, bad)
     for _ in range(3):
         increment(good, host, basic, counter)
-    after = api.olCreateEvent(good)
+    after = api.olCreateEvent(good, EventFlags.ENABLE_PROFILING)
     call_with_timeout(api.olSyncQueue, good)
     assert view[0] == 4
     assert api.olQueryQueue(good) is True

@@ -500,17 +500,22 @@ def test_queue_context_manager_events_and_host_functions(host: offloadrt.Device,
     calls = []
     with host.queue() as queue:
         assert queue.device is host and isinstance(queue.handle, api.Queue) and not hasattr(queue, "__cuda_stream__")
-        start = queue.record()
+        start = queue.record(timing=True)
         hold(queue, gate)
         queue.host_function(calls.append, "a")
         queue.host_function(lambda *args: calls.append(args), 1, 2)
-        end = queue.record()
+        end = queue.record(timing=True)
+        plain = queue.record()
         assert not queue.done and not end.done and calls == []
         gate.set()
         end.sync()
         assert end.done and queue.done and calls == ["a", (1, 2)] and queue.error is None
         elapsed = end - start
         assert isinstance(elapsed, float) and elapsed >= 0
+        with pytest.raises(offloadrt.OffloadError, match=r"record both with queue.record\(timing=True\)") as info:
+            plain - start
+        assert info.value.code == ErrorCode.INVALID_ARGUMENT
+        plain.close()
         assert isinstance(end.handle, api.Event) and "Event of" in repr(end)
         end.close()
         end.close()
@@ -905,7 +910,7 @@ def test_work_on_the_wrong_device_is_a_clear_error(build) -> None:
 def test_help_reads_well() -> None:
     text = subprocess.run([sys.executable, "-c", "import offloadrt; help(offloadrt.Queue)"], capture_output=True,
                           text=True, check=True, timeout=60).stdout
-    for words in ("in-order queue", "launch(self, kernel", "must not wait", "sync(self)", "record(self)"):
+    for words in ("in-order queue", "launch(self, kernel", "must not wait", "sync(self)", "record(self, timing"):
         assert words in text
     for name in offloadrt.core.__all__:
         public = getattr(offloadrt.core, name)

@@ -37,6 +37,7 @@ from offloadrt import (
     DeviceType,
     Dimensions,
     ErrorCode,
+    EventFlags,
     EventInfo,
     MemInfo,
     OffloadError,
@@ -258,9 +259,9 @@ def test_events_waits_and_elapsed_time(vendor: RealGpu, gpu: api.Device, program
     flag = api.olMemAlloc(gpu, AllocType.MANAGED, 4)
     ctypes.c_uint32.from_address(flag).value = 0
     first, second = api.olCreateQueue(gpu), api.olCreateQueue(gpu)
-    start = api.olCreateEvent(first)
+    start = api.olCreateEvent(first, EventFlags.ENABLE_PROFILING)
     api.olLaunchKernel(first, gpu, spin, bytes(SpinArgs(vendor.spin_ticks, flag)), one_d(1, 1))
-    end = api.olCreateEvent(first)
+    end = api.olCreateEvent(first, EventFlags.ENABLE_PROFILING)
     assert api.olGetEventInfo(end, EventInfo.QUEUE) is first
     assert api.olGetEventInfoSize(end, EventInfo.IS_COMPLETE) == 1
     seen: list[int] = []

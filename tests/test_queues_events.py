@@ -25,7 +25,9 @@ from conftest import (
     run_threads,
 )
 
-from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, QueueInfo, SymbolKind, api
+from offloadrt import AllocType, ErrorCode, EventFlags, EventInfo, OffloadError, QueueInfo, SymbolKind, api
+
+TIMED = EventFlags.ENABLE_PROFILING
 
 
 def fib(n: int) -> list[int]:
@@ -194,7 +196,7 @@ def test_event_outlives_its_destroyed_queue(host, basic, gate):
     counter, view = alloc_u32(host, 1)
     q = api.olCreateQueue(host)
     g = gate(q)
-    event = api.olCreateEvent(q)
+    event = api.olCreateEvent(q, TIMED)
     api.olDestroyQueue(q)
     assert api.olGetEventInfo(event, EventInfo.QUEUE) is q
     assert api.olGetEventInfo(event, EventInfo.IS_COMPLETE) is False
@@ -208,7 +210,7 @@ def test_event_outlives_its_destroyed_queue(host, basic, gate):
     assert api.olGetEventInfo(event, EventInfo.QUEUE) is q
     call_with_timeout(api.olSyncQueue, other)
     assert view[0] == 1
-    end = api.olCreateEvent(other)
+    end = api.olCreateEvent(other, TIMED)
     assert api.olGetEventElapsedTime(event, end) >= 0.0
     api.olDestroyEvent(event)
     expect_error(ErrorCode.INVALID_EVENT, api.olSyncEvent, event)
@@ -218,9 +220,9 @@ def test_event_outlives_its_destroyed_queue(host, basic, gate):
 def test_elapsed_time_measures_real_time(queue):
     never = threading.Event()
     start_wall = time.perf_counter()
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, TIMED)
     api.olLaunchHostFunction(queue, lambda ev: ev.wait(0.05), never)
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, TIMED)
     elapsed = call_with_timeout(api.olGetEventElapsedTime, start, end)
     wall_ms = (time.perf_counter() - start_wall) * 1e3
     assert isinstance(elapsed, float)
@@ -233,9 +235,9 @@ def test_elapsed_time_counts_from_when_the_queue_reaches_the_event(queue, gate):
     them, not when they are created."""
     never = threading.Event()
     g = gate(queue)
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, TIMED)
     api.olLaunchHostFunction(queue, lambda ev: ev.wait(0.05), never)
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, TIMED)
     assert g.entered.wait(TIMEOUT)
     opened = time.perf_counter()
     g.open()
@@ -245,15 +247,32 @@ def test_elapsed_time_counts_from_when_the_queue_reaches_the_event(queue, gate):
 
 
 def test_elapsed_time_argument_errors(queue):
-    event = api.olCreateEvent(queue)
+    event = api.olCreateEvent(queue, TIMED)
     expect_error(ErrorCode.INVALID_NULL_HANDLE, api.olGetEventElapsedTime, None, event)
     expect_error(ErrorCode.INVALID_NULL_HANDLE, api.olGetEventElapsedTime, event, None)
     expect_error(ErrorCode.INVALID_ARGUMENT, api.olGetEventElapsedTime, event, queue)
 
 
+def test_plain_events_take_no_timestamp_and_elapsed_time_refuses_them(queue):
+    plain, timed = api.olCreateEvent(queue), api.olCreateEvent(queue, TIMED)
+    assert api.olCreateEvent(queue, 0) is not None and api.olCreateEvent(queue, EventFlags.NONE) is not None
+    for start, end, named in ((plain, timed, "start"), (timed, plain, "end"), (plain, plain, "start")):
+        with pytest.raises(OffloadError) as info:
+            api.olGetEventElapsedTime(start, end)
+        assert info.value.code == ErrorCode.INVALID_ARGUMENT
+        assert f"{named} (<Event#" in info.value.details and "EventFlags.ENABLE_PROFILING" in info.value.details
+    assert api.olGetEventElapsedTime(timed, timed) >= 0.0
+
+
+@pytest.mark.parametrize("flags", [2, 3, -1, 1.0, None, "ENABLE_PROFILING"])
+def test_unknown_event_flags_are_invalid_enumeration(queue, flags):
+    expect_error(ErrorCode.INVALID_ENUMERATION, api.olCreateEvent, queue, flags)
+    api.olSyncQueue(queue)  # the queue is untouched
+
+
 def test_elapsed_time_across_devices_is_invalid_device(two_devices):
     queues = [api.olCreateQueue(d) for d in two_devices]
-    events = [api.olCreateEvent(q) for q in queues]
+    events = [api.olCreateEvent(q, TIMED) for q in queues]
     expect_error(ErrorCode.INVALID_DEVICE, api.olGetEventElapsedTime, events[0], events[1])
     for q in queues:
         api.olSyncQueue(q)
@@ -265,7 +284,7 @@ def test_elapsed_time_across_devices_is_invalid_device(two_devices):
 def test_wait_on_events_of_the_same_queue_is_skipped(host, queue, basic, gate):
     counter, view = alloc_u32(host, 1)
     g = gate(queue)
-    first = api.olCreateEvent(queue)
+    first = api.olCreateEvent(queue, TIMED)
     api.olWaitEvents(queue, [first, first])
     increment(queue, host, basic, counter)
     api.olWaitEvents(queue, [])
@@ -277,7 +296,7 @@ def test_wait_on_events_of_the_same_queue_is_skipped(host, queue, basic, gate):
 
 def test_wait_events_argument_errors(host, queue):
     other = api.olCreateQueue(host)
-    event = api.olCreateEvent(other)
+    event = api.olCreateEvent(other, TIMED)
     expect_error(ErrorCode.INVALID_NULL_HANDLE, api.olWaitEvents, queue, [event, None])
     expect_error(ErrorCode.INVALID_NULL_POINTER, api.olWaitEvents, queue, None)
     expect_error(ErrorCode.INVALID_ARGUMENT, api.olWaitEvents, queue, [other])
@@ -542,7 +561,7 @@ def test_a_host_function_syncing_its_own_queue_fails_the_queue_instead_of_hangin
 @pytest.mark.parametrize("call", ["olSyncEvent", "olGetEventElapsedTime", "olShutDown", "olSyncQueue-other"])
 def test_every_waiting_call_is_refused_in_a_host_function(host, call) -> None:
     queue, other = api.olCreateQueue(host), api.olCreateQueue(host)
-    event = api.olCreateEvent(other)
+    event = api.olCreateEvent(other, TIMED)
     seen: list[BaseException] = []
 
     def body(_: object) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
 from ..plugins.common.gpu.streams import GpuEvent as _GpuEvent
 from ..plugins.common.resources import host_function_thread as _host_function_thread
-from ..types import EVENT_INFO_KINDS, EventInfo
+from ..types import EVENT_INFO_KINDS, EventFlags, EventInfo
 from ._entry import adopt_entry_point, entry_point
 from ._info import value_size
 from ._state import STATE as _STATE
@@ -18,24 +19,45 @@ from .handles import Event, Queue, enum_value, live_event, live_queue, refuse_in
 # the checks of its checked entry point (made by entry_point), in the same order where one can
 # fail, and calls the device; anything else takes the checked entry point, which reports it.
 
-def _create_event(ctx: Context, queue: Queue) -> Event:
-    """An event that completes once all work enqueued on ``queue`` before it is done."""
+def _create_event(ctx: Context, queue: Queue, flags: EventFlags = EventFlags.NONE) -> Event:
+    """An event that completes once all work enqueued on ``queue`` before it is done.
+
+    ``flags`` (upstream's ``ol_event_flags_t``, after LLVM 22): ``EventFlags.ENABLE_PROFILING``
+    makes an event that takes a timestamp, which ``olGetEventElapsedTime`` needs; a plain event
+    (``NONE``, the default and what LLVM 22's two-argument call makes) takes none and costs less.
+    """
     ai = live_queue(queue)
+    timed = _timed(flags)
     assert isinstance(queue, Queue)
-    return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
+    return Event(queue, ai.device.create_event(ai, timed))  # type: ignore[attr-defined]
 
 
+def _timed(flags: object) -> bool:
+    """Whether ``flags`` (an ``EventFlags`` value) asks for a timestamp; unknown bits are ``INVALID_ENUMERATION``."""
+    try:
+        value = operator.index(flags)  # type: ignore[arg-type]
+    except TypeError:
+        value = -1
+    if value & ~_KNOWN_FLAGS or value < 0:
+        raise OffloadError(ErrorCode.INVALID_ENUMERATION, f"event flags {flags!r} are not a valid EventFlags "
+                                                          f"(NONE or ENABLE_PROFILING)")
+    return bool(value & _PROFILING)
+
+
+_NO_FLAGS = EventFlags.NONE
+_KNOWN_FLAGS = int(EventFlags.ENABLE_PROFILING)
+_PROFILING = int(EventFlags.ENABLE_PROFILING)
 _create_event.__name__ = _create_event.__qualname__ = "olCreateEvent"
 _checked_create_event = entry_point(_create_event)
 
 
-def olCreateEvent(queue: Queue) -> Event:
+def olCreateEvent(queue: Queue, flags: EventFlags = EventFlags.NONE) -> Event:
     ctx = _STATE.untraced
-    if ctx is not None and type(queue) is Queue:
+    if ctx is not None and type(queue) is Queue and flags is _NO_FLAGS:
         ai = queue._ai
         if ai is not None:
             return Event(queue, ai.device.create_event(ai))  # type: ignore[attr-defined]
-    return _checked_create_event(queue)  # type: ignore[no-any-return]
+    return _checked_create_event(queue, flags)  # type: ignore[no-any-return]
 
 
 adopt_entry_point(olCreateEvent, _checked_create_event)
@@ -151,13 +173,20 @@ def olGetEventInfoSize(ctx: Context, event: Event, prop: EventInfo) -> int:
 
 @entry_point
 def olGetEventElapsedTime(ctx: Context, start: Event, end: Event) -> float:
-    """Milliseconds from ``start`` to ``end``, two events of one device; waits for both (so not
-    from a host function: ``INVALID_ARGUMENT``)."""
+    """Milliseconds from ``start`` to ``end``, two events of one device, both created with
+    ``EventFlags.ENABLE_PROFILING`` (else ``INVALID_ARGUMENT``); waits for both (so not from a
+    host function: ``INVALID_ARGUMENT``)."""
     start_ev = live_event(start, "start")
     end_ev = live_event(end, "end")
     assert isinstance(start, Event) and isinstance(end, Event)
     if start.device is not end.device:
         raise OffloadError(ErrorCode.INVALID_DEVICE,
                            f"start is on {start.device!r} but end is on {end.device!r}; both must be on one device")
+    untimed = [f"{name} ({event!r})" for name, event, ev in (("start", start, start_ev), ("end", end, end_ev))
+               if not ev.timed]
+    if untimed:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{' and '.join(untimed)} took no timestamp: create both events with "
+                           f"olCreateEvent(queue, EventFlags.ENABLE_PROFILING) to measure the time between them")
     refuse_in_host_function("olGetEventElapsedTime")
     return float(start_ev.device.get_event_elapsed_time(start_ev, end_ev))  # type: ignore[attr-defined]

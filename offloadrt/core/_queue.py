@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import api
 from ..errors import ErrorCode, OffloadError, OffloadWarning
-from ..types import EventInfo, PlatformBackend
+from ..types import EventFlags, EventInfo, PlatformBackend
 from . import _args
 from ._errors import NotAvailableError, with_context
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._program import Kernel
 
 _launch = api.olLaunchKernel
+_PLAIN, _PROFILING = EventFlags.NONE, EventFlags.ENABLE_PROFILING
 _PACK_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, ValueError)
 
 
@@ -110,12 +111,18 @@ class Queue:
 
     # ---- ordering ------------------------------------------------------------------------------
 
-    def record(self) -> Event:
-        """An :class:`Event` at the current end of the queue's work."""
+    def record(self, timing: bool = False) -> Event:
+        """An :class:`Event` at the current end of the queue's work.
+
+        ``timing=True`` makes an event that takes a timestamp, so that ``end - start`` can measure
+        the time between two such events. Plain events take none: on a GPU they cost a fraction of
+        a timed one.
+        """
         try:
-            return Event(api.olCreateEvent(self._live()), self)
+            handle = api.olCreateEvent(self._live(), _PROFILING if timing else _PLAIN)
         except OffloadError as exc:
             raise with_context(exc, f"recording an event on {self!r}") from exc
+        return Event(handle, self)
 
     def wait(self, *events: Event) -> None:
         """Make work given to this queue from now on wait until every one of ``events`` is complete
@@ -368,12 +375,17 @@ class Event:
             raise with_context(exc, "syncing an event") from exc
 
     def __sub__(self, start: Event) -> float:
-        """``end - start``: milliseconds between the two events (both on one device); waits for both."""
+        """``end - start``: milliseconds between the two events (both on one device, both recorded
+        with ``timing=True``); waits for both."""
         if not isinstance(start, Event):
             return NotImplemented
         try:
             return float(api.olGetEventElapsedTime(start._live(), self._live()))
         except OffloadError as exc:
+            if exc.code == ErrorCode.INVALID_ARGUMENT and "took no timestamp" in exc.details:
+                raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                   "measuring the time between two events needs events that take a timestamp: "
+                                   "record both with queue.record(timing=True)") from exc
             raise with_context(exc, "measuring the time between two events") from exc
 
     def close(self) -> None:

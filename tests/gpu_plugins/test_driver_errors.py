@@ -24,7 +24,7 @@ from gpu_fixtures import (
     shut_down_fully,
 )
 
-from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, api
+from offloadrt import AllocType, ErrorCode, EventFlags, EventInfo, OffloadError, api
 
 from .vendors import Vendor, per_vendor
 
@@ -150,7 +150,7 @@ def actions(vendor: Vendor, rt: Runtime) -> dict[str, Callable[[], Any]]:
 
     def event_pair() -> tuple[api.Event, api.Event]:
         q = queue()
-        return api.olCreateEvent(q), api.olCreateEvent(q)
+        return api.olCreateEvent(q, EventFlags.ENABLE_PROFILING), api.olCreateEvent(q, EventFlags.ENABLE_PROFILING)
 
     def register_and_unregister() -> None:
         api.olMemRegister(gpu0, registrable, 32)

@@ -22,7 +22,7 @@ from gpu_fixtures import (
     spin,
 )
 
-from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, QueueInfo, api
+from offloadrt import AllocType, ErrorCode, EventFlags, EventInfo, OffloadError, QueueInfo, api
 from offloadrt.plugins.common.gpu import HOST_TRAMPOLINE_ADDRESS
 
 from .vendors import Vendor
@@ -50,7 +50,15 @@ def test_streams_and_events_come_from_per_device_pools(vendor: Vendor, rt: Runti
     api.olDestroyQueue(api.olCreateQueue(gpu1))  # gpu1 has its own pool
     assert vendor.count("stream_create") == streams + 4
     assert {int(args[0]) for args in vendor.calls_of("stream_create")} == {vendor.nonblocking_stream}
-    assert {int(args[0]) for args in vendor.calls_of("event_create")} == {vendor.default_event}
+    # Plain events take no timestamp (cheaper on every driver); timed ones come from a pool of their own.
+    assert {int(args[0]) for args in vendor.calls_of("event_create")} == {vendor.untimed_event}
+    for _ in range(5):
+        api.olDestroyEvent(api.olCreateEvent(live[0], EventFlags.ENABLE_PROFILING))
+    assert vendor.count("event_create") == events + 4
+    assert [int(args[0]) for args in vendor.calls_of("event_create")][-1] == vendor.default_event
+    api.olDestroyEvent(held.pop())
+    api.olDestroyEvent(api.olCreateEvent(live[0]))  # a plain event takes the pooled plain one
+    assert vendor.count("event_create") == events + 4
     state = vendor.standin.state()
     assert sorted(s.ctx.device.ordinal for s in state.streams.values()) == [0, 0, 0, 1]
     for event in held:
@@ -58,7 +66,7 @@ def test_streams_and_events_come_from_per_device_pools(vendor: Vendor, rt: Runti
     shut_down_fully()
     # De-init destroys every pooled stream and event.
     assert vendor.count("stream_destroy") == vendor.count("stream_create") == streams + 4
-    assert vendor.count("event_destroy") == vendor.count("event_create") == events + 3
+    assert vendor.count("event_destroy") == vendor.count("event_create") == events + 4
     assert vendor.standin.state().streams == {} and vendor.standin.state().events == {}
 
 
@@ -130,9 +138,9 @@ def test_a_queue_native_handle_is_its_stream(vendor: Vendor, rt: Runtime) -> Non
 
 def test_elapsed_time_between_two_events(vendor: Vendor, rt: Runtime) -> None:
     queue = api.olCreateQueue(rt.gpus[0])
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, EventFlags.ENABLE_PROFILING)
     api.olLaunchHostFunction(queue, lambda _: spin(0.03))
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, EventFlags.ENABLE_PROFILING)
     elapsed = in_new_thread(api.olGetEventElapsedTime, start, end)
     assert isinstance(elapsed, float) and 25.0 <= elapsed < 10_000.0, elapsed
     assert vendor.count("event_elapsed") == 1

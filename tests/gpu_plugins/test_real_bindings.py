@@ -26,7 +26,7 @@ from gpu_fixtures import (
     shut_down_fully,
 )
 
-from offloadrt import AllocType, EventInfo, OffloadError, api
+from offloadrt import AllocType, EventFlags, EventInfo, OffloadError, api
 
 from .vendors import Vendor
 
@@ -81,9 +81,9 @@ def representative_workload(vendor: Vendor, runtime: Runtime) -> None:
         api.olLaunchKernel(queue, gpu0, record, struct.pack("<QI", 1, 2), launch_size((2, 3, 4), (32, 2, 1), 1024))
         api.olLaunchKernel(queue, gpu0, record, None, launch_size(dyn=vendor.shared_memory_limit))
     api.olCalculateOptimalOccupancy(gpu0, record, 1024)
-    start = api.olCreateEvent(queues[0])
+    start = api.olCreateEvent(queues[0], EventFlags.ENABLE_PROFILING)
     api.olLaunchHostFunction(queues[0], lambda _: None)
-    end = api.olCreateEvent(queues[0])
+    end = api.olCreateEvent(queues[0], EventFlags.ENABLE_PROFILING)
     api.olGetEventInfo(end, EventInfo.IS_COMPLETE)
     api.olWaitEvents(queues[1], [end])
     api.olWaitEvents(queues[2], [end])

@@ -60,7 +60,8 @@ class Vendor:
     own_calls: ClassVar[dict[str, str]]
     #: the flags of the streams and events the plugin creates
     nonblocking_stream: ClassVar[int]
-    default_event: ClassVar[int]
+    default_event: ClassVar[int]  # the flags of a timed event
+    untimed_event: ClassVar[int]  # the flags of a plain event (no timing)
     #: what every error of a poisoned device says
     poisoned: ClassVar[str]
     #: the faults that poison a device (vendor-neutral names)
@@ -266,6 +267,7 @@ class Cuda(Vendor):
     image_declares_launch_bounds = True
     nonblocking_stream = int(cuda_standin.driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
     default_event = int(cuda_standin.driver.CUevent_flags.CU_EVENT_DEFAULT)
+    untimed_event = int(cuda_standin.driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
     poisoned = "re-initialised"
     sticky = ("ILLEGAL_ADDRESS", "LAUNCH_TIMEOUT", "ASSERT", "LAUNCH_FAILED", "ILLEGAL_INSTRUCTION",
               "MISALIGNED_ADDRESS")
@@ -385,6 +387,7 @@ class Hip(Vendor):
     }
     nonblocking_stream = int(hip_standin.hip.hipStreamNonBlocking)
     default_event = int(hip_standin.hip.hipEventDefault)
+    untimed_event = int(hip_standin.hip.hipEventDisableTiming)
     poisoned = "sticky"
     sticky = ("ILLEGAL_ADDRESS", "LAUNCH_TIMEOUT", "ASSERT", "LAUNCH_FAILED", "ECC_UNCORRECTABLE")
     keeps_sticky_faults = True

@@ -185,8 +185,10 @@ class AmdGpuDevice(GpuDevice):
     def _new_stream(self) -> Any:
         return self.check(self.d.hipStreamCreateWithFlags(self.d.hipStreamNonBlocking), "hipStreamCreateWithFlags")
 
-    def _new_event(self) -> Any:
-        return self.check(self.d.hipEventCreateWithFlags(self.d.hipEventDefault), "hipEventCreateWithFlags")
+    def _new_event(self, timed: bool) -> Any:
+        d = self.d
+        return self.check(d.hipEventCreateWithFlags(d.hipEventDefault if timed else d.hipEventDisableTiming),
+                          "hipEventCreateWithFlags")
 
     def _host_function_argument(self) -> Any:
         return hd.host_function(self.d, HOST_TRAMPOLINE_ADDRESS)

@@ -138,8 +138,8 @@ class DeviceHooks(ABC):
         ...
 
     @abstractmethod
-    def _create_event_impl(self) -> GenericEvent:
-        """A new (or pooled) event, not yet recorded."""
+    def _create_event_impl(self, timed: bool) -> GenericEvent:
+        """A new (or pooled) event, not yet recorded; ``timed``: one that takes a timestamp."""
         ...
 
     @abstractmethod

@@ -96,11 +96,11 @@ class QueueOps(DeviceHooks):
         self._enqueue_host_call_impl(callback, user_data, queue)
 
     # ---- events ----------------------------------------------------------------------------
-    def create_event(self, queue: AsyncInfo) -> GenericEvent:
-        """An event recorded at the current end of ``queue``."""
+    def create_event(self, queue: AsyncInfo, timed: bool = False) -> GenericEvent:
+        """An event recorded at the current end of ``queue``; ``timed``: it takes a timestamp."""
         if queue.failure is not None:
             raise queue.queue_error()
-        event = self._create_event_impl()
+        event = self._create_event_impl(timed)
         try:
             self._record_event_impl(event, queue)
         except BaseException:
@@ -130,7 +130,7 @@ class QueueOps(DeviceHooks):
         self._destroy_event_impl(event)
 
     def get_event_elapsed_time(self, start: GenericEvent, end: GenericEvent) -> float:
-        """Milliseconds between two events of this device; waits for both to complete."""
+        """Milliseconds between two timed events of this device; waits for both to complete."""
         self.sync_event(start)
         self.sync_event(end)
         return self._event_elapsed_time_impl(start, end)

@@ -126,13 +126,15 @@ class AsyncInfo:
 
 
 class GenericEvent:
-    """A point in a queue's work. ``failure`` is set when the queue failed before reaching it."""
+    """A point in a queue's work. ``failure`` is set when the queue failed before reaching it;
+    ``timed``: the event takes a timestamp (only timed events measure elapsed time)."""
 
-    __slots__ = ("device", "failure", "__weakref__")
+    __slots__ = ("device", "failure", "timed", "__weakref__")
 
-    def __init__(self, device: object):
+    def __init__(self, device: object, timed: bool = False):
         self.device = device
         self.failure: QueueFailure | None = None
+        self.timed = timed
 
 
 R = TypeVar("R")

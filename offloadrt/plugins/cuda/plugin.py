@@ -181,9 +181,10 @@ class CudaDevice(GpuDevice):
         d = self.d
         return self.check(d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
 
-    def _new_event(self) -> Any:
-        d = self.d
-        return self.check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+    def _new_event(self, timed: bool) -> Any:
+        flags = self.d.CUevent_flags
+        return self.check(self.d.cuEventCreate(flags.CU_EVENT_DEFAULT if timed else flags.CU_EVENT_DISABLE_TIMING),
+                          "cuEventCreate")
 
     def _host_function_argument(self) -> Any:
         return self.d.CUhostFn(HOST_TRAMPOLINE_ADDRESS)

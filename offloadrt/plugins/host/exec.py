@@ -55,8 +55,8 @@ class HostEvent(GenericEvent):
 
     __slots__ = ("latch", "time_ns", "waiters")
 
-    def __init__(self, device: object):
-        super().__init__(device)
+    def __init__(self, device: object, timed: bool = False):
+        super().__init__(device, timed)
         self.latch = Latch()
         self.time_ns = 0
         self.waiters: list[HostQueue] = []

@@ -321,8 +321,8 @@ class HostDevice(GenericDevice):
         queue.submit_host_function(callback, user_data)
 
     # events
-    def _create_event_impl(self) -> GenericEvent:
-        return HostEvent(self)
+    def _create_event_impl(self, timed: bool) -> GenericEvent:
+        return HostEvent(self, timed)
 
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         assert isinstance(queue, HostQueue) and isinstance(event, HostEvent)

@@ -6,9 +6,11 @@ launches of 1 group of 64 and a MANAGED buffer of 64 uint32 for ``foo``'s output
 The cases come from every upstream version of the file: the five of the first version
 (Mar 2026) and those added later for AMDGPU's signal recycling (``BackToBack*``,
 ``*Fallback``, ``MemcpyPriorOpRecyclesAsyncCopy``, ``MultipleKernelsBetweenEvents``), which
-state backend-independent expectations. Not ported: ``InvalidNullElapsedTime`` (the time is
-returned, there is no output pointer) and ``InvalidNonProfilingEvent`` (event flags are API B;
-offloadrt's olCreateEvent takes none and every event can be timed).
+state backend-independent expectations, with their events created with
+``OL_EVENT_FLAGS_ENABLE_PROFILING`` as upstream's do since events became untimed by default
+(``EventFlags.ENABLE_PROFILING`` here). ``InvalidNonProfilingEvent``: start, end or both plain
+events are ``INVALID_ARGUMENT``. Not ported: ``InvalidNullElapsedTime`` (the time is returned,
+there is no output pointer).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from offloadrt import AllocType, ErrorCode, api
+from offloadrt import AllocType, ErrorCode, EventFlags, api
 
 from ..conftest import assert_error
 from ..queue._helpers import foo_args, launch_size, within
 
+PROFILING = EventFlags.ENABLE_PROFILING
 GROUP_SIZE = 64
 NEAR_MS = 0.05  # upstream's ASSERT_NEAR tolerance for two events with no work between them
 
@@ -49,10 +52,10 @@ def elapsed(start: api.Event, end: api.Event) -> float:
 
 
 def test_success(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     assert start is not None
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     assert end is not None
     within(api.olSyncEvent, end)
 
@@ -63,10 +66,10 @@ def test_success(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
 
 
 def test_success_multiple_calls(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     assert start is not None
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     assert end is not None
     within(api.olSyncEvent, end)
 
@@ -80,22 +83,22 @@ def test_success_multiple_calls(queue: api.Queue, launch_foo: Callable[[], None]
 
 
 def test_invalid_null_start_event(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     assert_error(ErrorCode.INVALID_NULL_HANDLE, api.olGetEventElapsedTime, None, end)
     api.olDestroyEvent(end)
 
 
 def test_invalid_null_end_event(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     assert_error(ErrorCode.INVALID_NULL_HANDLE, api.olGetEventElapsedTime, start, None)
     api.olDestroyEvent(start)
 
 
 def test_back_to_back_events_share_dispatch_signal(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     launch_foo()
-    mid_a = api.olCreateEvent(queue)
-    mid_b = api.olCreateEvent(queue)
+    mid_a = api.olCreateEvent(queue, PROFILING)
+    mid_b = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, mid_b)
 
     delta_a = elapsed(start, mid_a)
@@ -109,9 +112,9 @@ def test_back_to_back_events_share_dispatch_signal(queue: api.Queue, launch_foo:
 
 
 def test_empty_queue_leading_event_fallback(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, end)
 
     assert elapsed(start, end) >= 0.0
@@ -133,9 +136,9 @@ def test_non_kernel_prior_op_fallback(device: api.Device, host: api.Device, queu
 
     launch_foo()
     _memcpy_to_device(queue, device, host, dev_buf, host_buf)
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, end)
 
     assert elapsed(start, end) > 0.0  # strictly: a kernel ran between the two events
@@ -153,9 +156,9 @@ def test_memcpy_prior_op_recycles_async_copy(device: api.Device, host: api.Devic
 
     launch_foo()
     _memcpy_to_device(queue, device, host, dev_buf, host_buf)
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, end)
 
     assert elapsed(start, end) > 0.0  # strictly: the second kernel ended after the copy
@@ -172,10 +175,10 @@ def test_back_to_back_events_share_async_copy_signal(device: api.Device, host: a
     host_buf = (ctypes.c_uint8 * copy_size)(*([0x33] * copy_size))
 
     launch_foo()
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     _memcpy_to_device(queue, device, host, dev_buf, host_buf)
-    mid_a = api.olCreateEvent(queue)
-    mid_b = api.olCreateEvent(queue)
+    mid_a = api.olCreateEvent(queue, PROFILING)
+    mid_b = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, mid_b)
 
     delta_a = elapsed(start, mid_a)
@@ -191,10 +194,10 @@ def test_back_to_back_events_share_async_copy_signal(device: api.Device, host: a
 
 def test_event_after_queue_sync_fallback(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
     launch_foo()
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncQueue, queue)
     launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, end)
 
     assert elapsed(start, end) >= 0.0
@@ -205,13 +208,22 @@ def test_event_after_queue_sync_fallback(queue: api.Queue, launch_foo: Callable[
 
 def test_multiple_kernels_between_events(queue: api.Queue, launch_foo: Callable[[], None]) -> None:
     launch_foo()
-    start = api.olCreateEvent(queue)
+    start = api.olCreateEvent(queue, PROFILING)
     for _ in range(8):
         launch_foo()
-    end = api.olCreateEvent(queue)
+    end = api.olCreateEvent(queue, PROFILING)
     within(api.olSyncEvent, end)
 
     assert elapsed(start, end) >= 0.0
 
     api.olDestroyEvent(start)
     api.olDestroyEvent(end)
+
+
+@pytest.mark.parametrize("timed", ["start", "end", "neither"])
+def test_invalid_non_profiling_event(queue: api.Queue, timed: str) -> None:
+    start = api.olCreateEvent(queue, PROFILING if timed == "start" else EventFlags.NONE)
+    end = api.olCreateEvent(queue, PROFILING if timed == "end" else EventFlags.NONE)
+    within(api.olSyncEvent, end)
+    assert_error(ErrorCode.INVALID_ARGUMENT, api.olGetEventElapsedTime, start, end)
+    assert elapsed(api.olCreateEvent(queue, PROFILING), api.olCreateEvent(queue, PROFILING)) >= 0.0

@@ -88,8 +88,12 @@ class GpuDeviceCore(GenericDevice):
         # at de-init, which nothing else races).
         self.foreign_pins: set[int] = set()
         # Events the user never destroyed die with the device's context at de-init: no warning.
+        # Plain events take no timestamp (a timed one costs the driver several times more), so the
+        # two kinds are pooled apart.
         self.event_pool: ResourcePool[Any] = ResourcePool("event", self._new_driver_event, self._destroy_driver_event,
                                                           warn_missing=False)
+        self.timed_event_pool: ResourcePool[Any] = ResourcePool(
+            "timed event", self._new_timed_driver_event, self._destroy_driver_event, warn_missing=False)
         self.fast_copy = self.copier()  # olMemcpy's hot path (GpuMemory.copier)
 
     # drv_* attributes, set from DRIVER_CALLS (declared for type checkers)
@@ -136,8 +140,8 @@ class GpuDeviceCore(GenericDevice):
         """A new non-blocking stream of this device (the device is current)."""
 
     @abstractmethod
-    def _new_event(self) -> Any:
-        """A new timed event of this device (the device is current)."""
+    def _new_event(self, timed: bool) -> Any:
+        """A new driver event of this device (the device is current): with timing only if ``timed``."""
 
     @abstractmethod
     def _host_function_argument(self) -> Any:
@@ -231,7 +235,7 @@ class GpuDeviceCore(GenericDevice):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _deinit_impl(self) -> None:
-        errors = self.event_pool.deinit()
+        errors = self.event_pool.deinit() + self.timed_event_pool.deinit()
         # Host functions the driver will never run (behind a fault) must not keep their data alive.
         for key, entry in list(host_calls.items()):
             if entry[2].device is self:
@@ -249,6 +253,9 @@ class GpuDeviceCore(GenericDevice):
     # implemented by GpuQueues: the event pool's hooks
     @abstractmethod
     def _new_driver_event(self) -> Any: ...
+
+    @abstractmethod
+    def _new_timed_driver_event(self) -> Any: ...
 
     @abstractmethod
     def _destroy_driver_event(self, event: Any) -> None: ...

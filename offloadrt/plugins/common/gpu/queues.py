@@ -155,7 +155,11 @@ class GpuQueues(GpuDeviceCore):
     # ---- events ----------------------------------------------------------------------------
     def _new_driver_event(self) -> Any:
         self.enter(select=True)
-        return self._new_event()
+        return self._new_event(False)
+
+    def _new_timed_driver_event(self) -> Any:
+        self.enter(select=True)
+        return self._new_event(True)
 
     def _destroy_driver_event(self, event: Any) -> None:
         if self.sticky is None:
@@ -164,8 +168,8 @@ class GpuQueues(GpuDeviceCore):
 
     # The generic event calls, each with its hot path in one frame (a healthy queue or event of a
     # healthy device already current on this thread); anything else takes the generic method.
-    def create_event(self, queue: AsyncInfo) -> GenericEvent:
-        if queue.failure is None and self.thread_state.token is self.current_token:
+    def create_event(self, queue: AsyncInfo, timed: bool = False) -> GenericEvent:
+        if not timed and queue.failure is None and self.thread_state.token is self.current_token:
             pool = self.event_pool
             try:  # a pooled driver event, taken as ResourcePool.free says
                 handle = pool.free.pop()
@@ -182,7 +186,7 @@ class GpuQueues(GpuDeviceCore):
                 raise self.failure(int(result[0]), self.call_names["event_record"])
             event.queue = queue  # type: ignore[assignment]
             return event
-        return super().create_event(queue)
+        return super().create_event(queue, timed)
 
     def sync_event(self, event: GenericEvent) -> None:
         if event.failure is None and self.thread_state.token is self.current_token:
@@ -200,7 +204,8 @@ class GpuQueues(GpuDeviceCore):
         super().sync_event(event)
 
     def destroy_event(self, event: GenericEvent) -> None:
-        pool = self.event_pool  # ResourcePool.release in this frame, as ResourcePool.free says
+        # ResourcePool.release in this frame, as ResourcePool.free says
+        pool = self.timed_event_pool if event.timed else self.event_pool
         if not pool.closed:
             pool.free.append(event.event)  # type: ignore[attr-defined]
             if pool.closed:
@@ -208,8 +213,10 @@ class GpuQueues(GpuDeviceCore):
             return
         pool.release(event.event)  # type: ignore[attr-defined]
 
-    def _create_event_impl(self) -> GenericEvent:
-        return GpuEvent(self, self.event_pool.acquire())
+    def _create_event_impl(self, timed: bool) -> GenericEvent:
+        event = GpuEvent(self, (self.timed_event_pool if timed else self.event_pool).acquire())
+        event.timed = timed
+        return event
 
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
         if self.thread_state.token is not self.current_token:
@@ -276,7 +283,7 @@ class GpuQueues(GpuDeviceCore):
         return True
 
     def _destroy_event_impl(self, event: GenericEvent) -> None:
-        self.event_pool.release(event.event)  # type: ignore[attr-defined]
+        (self.timed_event_pool if event.timed else self.event_pool).release(event.event)  # type: ignore[attr-defined]
 
     def _event_elapsed_time_impl(self, start: GenericEvent, end: GenericEvent) -> float:
         assert isinstance(start, GpuEvent) and isinstance(end, GpuEvent)

@@ -87,6 +87,7 @@ class GpuEvent(GenericEvent):
     def __init__(self, device: GpuDeviceCore, event: Any):
         self.device = device  # GenericEvent's fields, set here: one frame fewer per olCreateEvent
         self.failure = None
+        self.timed = False
         self.event = event
         self.queue: GpuStream | None = None
         self.position = 0
