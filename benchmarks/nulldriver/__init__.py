@@ -12,6 +12,13 @@ plugins call succeeds at once with plausible outputs, so a benchmark that loads 
   with ``dlsym`` at its first call. Its ``hipDeviceProp_t`` is laid out by the bindings, so the
   process fills one with :func:`set_hip_device_properties` before the first HIP call.
 
+Both count what they were asked for (:class:`Counters`): host functions enqueued, events created
+with and without timing, records of each kind of event, launches and copies, so that a benchmark
+can say how much driver work each operation of a runtime makes. The null ``libcuda.so.1`` gives
+every kernel the parameters of :data:`CUDA_PTX` (four 8-byte ones) through ``cuFuncGetParamInfo``
+and refuses a launch whose parameter buffer is longer, as an H100 does; it also answers the
+entry points ``cuda.core`` uses to make streams, load PTX, launch and record events.
+
 Only ever load them in a child process (:func:`environment` gives its variables): a process that
 loaded a null driver cannot reach a real GPU.
 """
@@ -31,6 +38,9 @@ HERE = Path(__file__).resolve().parent
 #: vendor -> (C source, the library's path inside its folder)
 LIBRARIES = {"cuda": ("nullcuda.c", "libcuda.so.1"), "hip": ("nullhip.c", "lib/libamdhip64.so")}
 HIP_ARCH = "gfx90a:sramecc+:xnack-"
+#: what the null libraries count (nullcommon.h's null_counter_names, in order)
+COUNTERS = ("host_functions", "events_timed", "events_untimed", "records_timed", "records_untimed", "launches",
+            "copies")
 
 
 class NullDriverError(RuntimeError):
@@ -147,4 +157,31 @@ def hip_code_object() -> bytes:
     return bytes(header)
 
 
-CUDA_PTX = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry empty(.param .u64 a)\n{\n\tret;\n}\n"
+class Counters:
+    """The counts of a null library loaded in this process, read through ``null_count`` (ctypes).
+
+    Load it only where :func:`environment` pointed the bindings at the null library: for CUDA the
+    library is found by its soname (the copy the bindings loaded), for HIP by its path under
+    ``$ROCM_PATH``.
+    """
+
+    def __init__(self, vendor: str) -> None:
+        name = "libcuda.so.1" if vendor == "cuda" else str(library_path("hip", Path(os.environ["ROCM_PATH"])))
+        self._library = ctypes.CDLL(name)
+        self._library.null_count.restype = ctypes.c_uint64
+        self._library.null_count.argtypes = (ctypes.c_char_p,)
+        self._library.null_reset_counts.restype = None
+
+    def reset(self) -> None:
+        """Set every count to zero."""
+        self._library.null_reset_counts()
+
+    def read(self) -> dict[str, int]:
+        """Every count since the last reset, by the names of :data:`COUNTERS`."""
+        return {name: int(self._library.null_count(name.encode())) for name in COUNTERS}
+
+
+#: The benchmarks' CUDA kernel: it does nothing with its four 8-byte parameters (32 bytes, the size
+#: of the blob they launch it with; the null libcuda gives every kernel this layout).
+CUDA_PTX = (b".version 8.0\n.target sm_90\n.address_size 64\n"
+            b".visible .entry empty(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 d)\n{\n\tret;\n}\n")

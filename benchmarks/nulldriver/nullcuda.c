@@ -1,13 +1,25 @@
 /* A null libcuda.so.1 for benchmarks: the driver entry points cuda.bindings resolves through
  * cuGetProcAddress_v2, each succeeding at once with plausible outputs (one sm_90 device, fake device
- * addresses, handles from a counter). Entry points it does not name answer CUDA_ERROR_NOT_FOUND. */
+ * addresses, handles from a counter). Entry points it does not name answer CUDA_ERROR_NOT_FOUND.
+ *
+ * Every kernel has the parameters of the benchmark's PTX kernel (nulldriver.CUDA_PTX): four 8-byte
+ * parameters, 32 bytes. cuFuncGetParamInfo answers that layout, and a launch whose `extra` buffer is
+ * larger fails with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, as an H100 refuses a buffer longer than the
+ * parameters (a shorter one it accepts silently; see gpu-hardware-facts.md). Besides what offloadrt's
+ * CUDA plugin calls, it answers what cuda.core needs to make a stream, load a library, launch with
+ * cuLaunchKernelEx and record events. */
 #include <stddef.h>
 #include "nullcommon.h"
 
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
 #define OK 0
+#define INVALID_VALUE 1
+#define LAUNCH_OUT_OF_RESOURCES 701
 #define NOT_FOUND 500
+#define PARAMETERS 4      /* every kernel's parameters: PARAMETERS of PARAMETER_SIZE bytes each */
+#define PARAMETER_SIZE 8
+#define EVENT_DISABLE_TIMING 0x2
 
 static CUresult cuInit(unsigned flags) { (void)flags; return OK; }
 static CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
@@ -69,7 +81,9 @@ static CUresult cuMemFree(CUdeviceptr p) {
     (void)p; return OK; /* device addresses are fake; managed memory is leaked (benchmarks only) */
 }
 static CUresult cuMemFreeHost(void *p) { free(p); return OK; }
-static CUresult cuMemcpyAsync4(uint64_t a, uint64_t b, size_t n, void *s) { (void)a; (void)b; (void)n; (void)s; return OK; }
+static CUresult cuMemcpyAsync4(uint64_t a, uint64_t b, size_t n, void *s) {
+    (void)a; (void)b; (void)n; (void)s; null_counted(NULL_COPIES); return OK;
+}
 static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) {
     (void)d; (void)dc; (void)s; (void)sc; (void)n; (void)st; return OK;
 }
@@ -88,11 +102,33 @@ static CUresult cuModuleGetFunction(void **fn, void *module, const char *name) {
 static CUresult cuModuleGetGlobal(CUdeviceptr *p, size_t *size, void *module, const char *name) {
     (void)module; (void)name; if (p) *p = null_device_alloc(8); if (size) *size = 8; return OK;
 }
+/* The launch checks of both launch calls: a well-formed `extra` no longer than the parameters. */
+static CUresult launched(void **extra) {
+    if (!null_extra_ok(extra, (void *)0)) return INVALID_VALUE;
+    if (extra && *(size_t *)extra[3] > PARAMETERS * PARAMETER_SIZE) return LAUNCH_OUT_OF_RESOURCES;
+    null_counted(NULL_LAUNCHES);
+    return OK;
+}
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned shared, void *stream, void **params, void **extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
-    return null_extra_ok(extra, (void *)0) ? OK : 1;  /* CUDA_ERROR_INVALID_VALUE */
+    return launched(extra);
 }
+/* CUlaunchConfig's fields are not read: the null driver runs nothing. */
+static CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
+    (void)config; (void)f; (void)params; return launched(extra);
+}
+static CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size) {
+    (void)f;
+    if (index >= PARAMETERS) return INVALID_VALUE;
+    if (offset) *offset = index * PARAMETER_SIZE;
+    if (size) *size = PARAMETER_SIZE;
+    return OK;
+}
+static CUresult cuKernelGetParamInfo(void *k, size_t index, size_t *offset, size_t *size) {
+    return cuFuncGetParamInfo(k, index, offset, size);
+}
+static CUresult cuKernelGetParamCount(void *k, size_t *count) { (void)k; *count = PARAMETERS; return OK; }
 static CUresult cuFuncSetAttribute(void *f, int attribute, int value) { (void)f; (void)attribute; (void)value; return OK; }
 static CUresult cuFuncGetAttribute(int *value, int attribute, void *f) { (void)attribute; (void)f; *value = 0; return OK; }
 static CUresult cuOccupancyMaxPotentialBlockSize(int *grid, int *block, void *f, void *cb, size_t shared, int limit) {
@@ -101,12 +137,45 @@ static CUresult cuOccupancyMaxPotentialBlockSize(int *grid, int *block, void *f,
 static CUresult cuCreate2(void **handle, unsigned flags) { (void)flags; *handle = null_handle(); return OK; }
 static CUresult cuHandle1(void *handle) { (void)handle; return OK; }
 static CUresult cuSync1(void *handle) { (void)handle; return null_run_host(); }
-static CUresult cuHandle2(void *a, void *b) { (void)a; (void)b; return OK; }
+static CUresult cuEventCreate(void **event, unsigned flags) {
+    *event = null_event(!(flags & EVENT_DISABLE_TIMING));
+    return OK;
+}
+static CUresult cuEventRecord(void *event, void *stream) { (void)stream; null_event_recorded(event); return OK; }
 static CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) { (void)stream; (void)event; (void)flags; return OK; }
 static CUresult cuLaunchHostFunc(void *stream, null_host_fn fn, void *data) { (void)stream; return null_enqueue_host(fn, data); }
 static CUresult cuEventElapsedTime(float *ms, void *start, void *end) { (void)start; (void)end; *ms = 0.0f; return OK; }
 static CUresult cuMemHostRegister(void *p, size_t size, unsigned flags) { (void)p; (void)size; (void)flags; return OK; }
 static CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned flags) { (void)flags; *d = (CUdeviceptr)p; return OK; }
+
+/* What cuda.core calls besides (found by running it: Device.set_current, create_stream, ObjectCode
+ * from PTX, get_kernel, launch, Stream.record, Event.sync). */
+static CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return OK;
+}
+static CUresult cuStreamCreateWithPriority(void **stream, unsigned flags, int priority) {
+    (void)flags; (void)priority; *stream = null_handle(); return OK;
+}
+static CUresult cuLibraryLoadData(void **library, const void *code, void *jit_options, void **jit_values,
+                                  unsigned jit_count, void *options, void **values, unsigned count) {
+    (void)code; (void)jit_options; (void)jit_values; (void)jit_count; (void)options; (void)values; (void)count;
+    *library = null_handle();
+    return OK;
+}
+static CUresult cuLibraryGetKernel(void **kernel, void *library, const char *name) {
+    (void)library; (void)name; *kernel = null_handle(); return OK;
+}
+static CUresult cuStreamGetCtx(void *stream, void **ctx) { (void)stream; *ctx = primary_context; return OK; }
+static CUresult cuStreamGetDevice(void *stream, int *dev) { (void)stream; *dev = 0; return OK; }
+static CUresult cuStreamGetFlags(void *stream, unsigned *flags) { (void)stream; *flags = 1; return OK; }
+static CUresult cuStreamGetPriority(void *stream, int *priority) { (void)stream; *priority = 0; return OK; }
+static CUresult cuStreamGetId(void *stream, unsigned long long *id) { *id = (uintptr_t)stream; return OK; }
+static CUresult cuCtxGetDevice(int *dev) { *dev = 0; return OK; }
+static CUresult cuCtxGetId(void *ctx, unsigned long long *id) { *id = (uintptr_t)ctx; return OK; }
+/* A CUkernel and its CUfunction are the same handle here: nothing tells them apart. */
+static CUresult cuKernelGetFunction(void **function, void *kernel) { *function = kernel; return OK; }
 
 static const struct { const char *name; void *fn; } entry_points[] = {
 #define E(name) {#name, (void *)name}
@@ -124,9 +193,14 @@ static const struct { const char *name; void *fn; } entry_points[] = {
     E(cuLaunchKernel), E(cuFuncSetAttribute), E(cuFuncGetAttribute), E(cuOccupancyMaxPotentialBlockSize),
     A(cuStreamCreate, cuCreate2), A(cuStreamDestroy, cuHandle1), A(cuStreamSynchronize, cuSync1),
     A(cuStreamQuery, cuHandle1), E(cuStreamWaitEvent), E(cuLaunchHostFunc),
-    A(cuEventCreate, cuCreate2), A(cuEventDestroy, cuHandle1), A(cuEventRecord, cuHandle2),
+    E(cuEventCreate), A(cuEventDestroy, cuHandle1), E(cuEventRecord),
     A(cuEventSynchronize, cuSync1), A(cuEventQuery, cuHandle1), E(cuEventElapsedTime),
     E(cuMemHostRegister), A(cuMemHostUnregister, cuHandle1), E(cuMemHostGetDevicePointer),
+    E(cuLaunchKernelEx), E(cuFuncGetParamInfo), E(cuKernelGetParamInfo), E(cuKernelGetParamCount),
+    E(cuCtxGetStreamPriorityRange), E(cuStreamCreateWithPriority), E(cuLibraryLoadData),
+    A(cuLibraryUnload, cuHandle1), E(cuLibraryGetKernel), E(cuKernelGetFunction), E(cuStreamGetCtx),
+    E(cuStreamGetDevice), E(cuStreamGetFlags), E(cuStreamGetPriority), E(cuStreamGetId), E(cuCtxGetDevice),
+    E(cuCtxGetId),
 #undef E
 #undef A
 };

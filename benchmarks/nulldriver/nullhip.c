@@ -8,6 +8,7 @@
 #define EXPORT __attribute__((visibility("default")))
 typedef int hipError_t;
 #define OK 0
+#define EVENT_DISABLE_TIMING 0x2 /* hipEventDisableTiming */
 
 static unsigned char *device_properties;
 static size_t device_properties_size;
@@ -43,9 +44,15 @@ EXPORT hipError_t hipHostMalloc(void **p, size_t size, unsigned flags) { (void)f
 EXPORT hipError_t hipMallocManaged(void **p, size_t size, unsigned flags) { (void)flags; *p = null_host_alloc(size); return *p ? OK : 2; }
 EXPORT hipError_t hipFree(void *p) { (void)p; return OK; }  /* fake addresses; managed memory leaks (benchmarks only) */
 EXPORT hipError_t hipHostFree(void *p) { free(p); return OK; }
-EXPORT hipError_t hipMemcpyHtoDAsync(void *d, const void *s, size_t n, void *st) { (void)d; (void)s; (void)n; (void)st; return OK; }
-EXPORT hipError_t hipMemcpyDtoHAsync(void *d, const void *s, size_t n, void *st) { (void)d; (void)s; (void)n; (void)st; return OK; }
-EXPORT hipError_t hipMemcpyDtoDAsync(void *d, const void *s, size_t n, void *st) { (void)d; (void)s; (void)n; (void)st; return OK; }
+EXPORT hipError_t hipMemcpyHtoDAsync(void *d, const void *s, size_t n, void *st) {
+    (void)d; (void)s; (void)n; (void)st; null_counted(NULL_COPIES); return OK;
+}
+EXPORT hipError_t hipMemcpyDtoHAsync(void *d, const void *s, size_t n, void *st) {
+    (void)d; (void)s; (void)n; (void)st; null_counted(NULL_COPIES); return OK;
+}
+EXPORT hipError_t hipMemcpyDtoDAsync(void *d, const void *s, size_t n, void *st) {
+    (void)d; (void)s; (void)n; (void)st; null_counted(NULL_COPIES); return OK;
+}
 EXPORT hipError_t hipMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, void *st) {
     (void)d; (void)dd; (void)s; (void)sd; (void)n; (void)st; return OK;
 }
@@ -63,7 +70,9 @@ EXPORT hipError_t hipModuleGetGlobal(void **p, size_t *size, void *module, const
 EXPORT hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
-    return null_extra_ok(extra, (void *)3) ? OK : 1;  /* hipErrorInvalidValue */
+    if (!null_extra_ok(extra, (void *)3)) return 1;  /* hipErrorInvalidValue */
+    null_counted(NULL_LAUNCHES);
+    return OK;
 }
 EXPORT hipError_t hipModuleOccupancyMaxPotentialBlockSize(int *grid, int *block, void *f, size_t shared, int limit) {
     (void)f; (void)shared; (void)limit; *grid = 208; *block = 1024; return OK;
@@ -74,9 +83,12 @@ EXPORT hipError_t hipStreamSynchronize(void *s) { (void)s; return null_run_host(
 EXPORT hipError_t hipStreamQuery(void *s) { (void)s; return OK; }
 EXPORT hipError_t hipStreamWaitEvent(void *s, void *e, unsigned flags) { (void)s; (void)e; (void)flags; return OK; }
 EXPORT hipError_t hipLaunchHostFunc(void *s, null_host_fn fn, void *data) { (void)s; return null_enqueue_host(fn, data); }
-EXPORT hipError_t hipEventCreateWithFlags(void **e, unsigned flags) { (void)flags; *e = null_handle(); return OK; }
+EXPORT hipError_t hipEventCreateWithFlags(void **e, unsigned flags) {
+    *e = null_event(!(flags & EVENT_DISABLE_TIMING));
+    return OK;
+}
 EXPORT hipError_t hipEventDestroy(void *e) { (void)e; return OK; }
-EXPORT hipError_t hipEventRecord(void *e, void *s) { (void)e; (void)s; return OK; }
+EXPORT hipError_t hipEventRecord(void *e, void *s) { (void)s; null_event_recorded(e); return OK; }
 EXPORT hipError_t hipEventSynchronize(void *e) { (void)e; return null_run_host(); }
 EXPORT hipError_t hipEventQuery(void *e) { (void)e; return OK; }
 EXPORT hipError_t hipEventElapsedTime(float *ms, void *start, void *end) { (void)start; (void)end; *ms = 0.0f; return OK; }
