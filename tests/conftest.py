@@ -18,6 +18,7 @@ from fake_plugins import TWIN_PLATFORM_NAME, Factory, HostTwinPlugin, registered
 
 import offloadrt
 from offloadrt import AllocType, api
+from offloadrt.plugins.common.gpu.core import STICKY_FAULTS
 
 KERNELS = Path(__file__).parent / "kernels"
 # Longest a test waits for work that should finish at once.
@@ -27,6 +28,16 @@ TIMEOUT = 10.0
 SAFETY = 30.0
 # A hang guard only, for a group of threads (run_threads) that finishes in a few seconds.
 JOIN_TIMEOUT = 60.0
+
+
+@pytest.fixture(autouse=True)
+def _each_test_is_a_new_process_for_the_gpu_drivers() -> Iterator[None]:
+    """A GPU's sticky fault lasts as long as its process, and offloadrt remembers it for as long
+    (``STICKY_FAULTS``); each test starts its driver stand-in afresh, as a new process would, so it
+    starts with none. Real GPUs keep them: the GPU-marked tests run one fault per process."""
+    STICKY_FAULTS.clear()
+    yield
+    STICKY_FAULTS.clear()
 
 
 def compile_kernels(source: Path, out_dir: Path, extra: tuple[str, ...] = ()) -> bytes:

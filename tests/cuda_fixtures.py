@@ -18,7 +18,7 @@ from typing import Any
 import cuda_standin as standin
 import gpu_fixtures
 import pytest
-from gpu_fixtures import KERNELS, CallLog, Runtime
+from gpu_fixtures import KERNELS, CallLog, Runtime, kernel_params
 
 from offloadrt import PlatformBackend, api
 from offloadrt.plugins.cuda.plugin import CudaDevice
@@ -27,10 +27,25 @@ CUresult = standin.driver.CUresult
 LAUNCH_BOUNDS = {"small": 128}  # .maxntid of the test program's kernels
 
 
+_PTX_TYPES = {1: ".u8", 2: ".u16", 4: ".u32", 8: ".u64"}
+
+
+def _ptx_params(name: str) -> str:
+    """The ``.param`` list of test kernel ``name`` (its parameters: ``gpu_fixtures.kernel_params``)."""
+    declarations = []
+    for index, (size, align) in enumerate(kernel_params(name)):
+        if size == align and size in _PTX_TYPES:
+            declarations.append(f".param {_PTX_TYPES[size]} {name}_param_{index}")
+        else:
+            declarations.append(f".param .align {align} .b8 {name}_param_{index}[{size}]")
+    return ", ".join(declarations)
+
+
 def ptx(target: str = "sm_90", kernels: Sequence[str] = KERNELS) -> bytes:
-    """PTX for ``.target`` with ``kernels`` and the globals ``counter`` (7) and ``table`` (24 bytes);
-    the tests give the kernels Python bodies with ``standin.register_kernel``."""
-    entries = "".join(f"\n.visible .entry {name}()\n"
+    """PTX for ``.target`` with ``kernels`` (parameters from ``gpu_fixtures.kernel_params``) and the
+    globals ``counter`` (7) and ``table`` (24 bytes); the tests give the kernels Python bodies with
+    ``standin.register_kernel``."""
+    entries = "".join(f"\n.visible .entry {name}({_ptx_params(name)})\n"
                       + (f".maxntid {LAUNCH_BOUNDS[name]}, 1, 1\n" if name in LAUNCH_BOUNDS else "")
                       + "{\n    ret;\n}\n" for name in kernels)
     return (f"\n.version 8.0\n.target {target}\n.address_size 64\n\n"

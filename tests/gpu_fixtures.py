@@ -46,6 +46,37 @@ TABLE_SIZE = 24  # the size of its zero-initialised global "table"
 # The kernels of every vendor's test program; the tests give them Python bodies with
 # standin.register_kernel (before loading: modules pick up a kernel's launch bound when loaded).
 KERNELS = ("record", "other", "small", "boom")
+TAG_SIZE = 8  # "record" (and "record<n>") take one 8-byte parameter
+
+
+def kernel_params(name: str) -> list[tuple[int, int]]:
+    """The parameters, as (size, alignment), that test kernel ``name`` declares in its image: what a
+    real GPU driver knows of a kernel, and so the only argument blobs it launches (CUDA refuses a
+    parameter buffer longer than the kernel's; a shorter one would be read past).
+
+    ``record``/``record<n>``: one 8-byte parameter (:func:`tag` packs it); ``small``: one 4-byte one;
+    ``pair``: 8 bytes then 4 (12 bytes, 16 as a C struct with its tail padding); ``saxpy``:
+    ``(float, const float*, float*, uint32)``, 28 bytes (32 as a C struct), the README's kernel;
+    ``bytes<n>``: one n-byte array aligned to 1 (a blob of exactly n bytes); anything else: none.
+    """
+    if name.startswith("record"):
+        return [(TAG_SIZE, 8)]
+    if name == "small":
+        return [(4, 4)]
+    if name == "pair":
+        return [(8, 8), (4, 4)]
+    if name == "saxpy":
+        return [(4, 4), (8, 8), (8, 8), (4, 4)]
+    if name.startswith("bytes") and name[5:].isdigit():
+        return [(int(name[5:]), 1)]
+    return []
+
+
+def tag(data: bytes | int) -> bytes:
+    """The argument blob of ``record``: ``data`` (bytes up to 8, or an int) as its 8-byte parameter."""
+    raw = data.to_bytes(TAG_SIZE, "little") if isinstance(data, int) else bytes(data)
+    assert len(raw) <= TAG_SIZE, raw
+    return raw.ljust(TAG_SIZE, b"\0")
 
 
 def launch_size(groups: tuple[int, int, int] = (1, 1, 1), items: tuple[int, int, int] = (1, 1, 1),

@@ -44,7 +44,7 @@ def test_saxpy_example_on_the_cuda_standin(monkeypatch: pytest.MonkeyPatch, caps
     cuda_standin.install(monkeypatch, devices=1)
 
     def saxpy(params: bytes, grid: object, block: object, shared: int, device: int) -> None:
-        a, x, y, n = struct.unpack("<f4xQQI4x", params)  # the C layout of (float, float*, float*, unsigned)
+        a, x, y, n = struct.unpack("<f4xQQI", params)  # (float, float*, float*, unsigned): 28 bytes, no tail padding
         import numpy as np
 
         xs = np.ctypeslib.as_array((ctypes.c_float * n).from_address(x))

@@ -17,6 +17,7 @@ import cuda_standin
 import hip_standin
 import numpy as np
 import pytest
+from gpu_fixtures import KERNELS
 
 import offloadrt
 from offloadrt import AllocType, DeviceType, ErrorCode, OffloadError, PlatformBackend
@@ -40,8 +41,8 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
             standin.shutdown()
 
 
-def image(backend: str) -> bytes:
-    return cuda_fixtures.PTX if backend == "cuda" else amdgpu_fixtures.code_object()
+def image(backend: str, kernels: tuple[str, ...] | list[str] = KERNELS) -> bytes:
+    return cuda_fixtures.ptx(kernels=kernels) if backend == "cuda" else amdgpu_fixtures.code_object(kernels=kernels)
 
 
 def test_devices_of_a_gpu_backend(backend: str) -> None:
@@ -174,16 +175,16 @@ def test_launch_on_a_gpu_passes_the_packed_blob(backend: str) -> None:
     seen: list[tuple[Any, ...]] = []
 
     def saxpy(params: bytes, grid: Any, block: Any, shared: int, device: int) -> None:
-        a, x, y, n = struct.unpack("<f4xQQI4x", params)
+        a, x, y, n = struct.unpack("<f4xQQI", params)  # the parameters, without the struct's tail padding
         xs = (ctypes.c_float * n).from_address(x)
         ys = (ctypes.c_float * n).from_address(y)
         for i in range(n):
             ys[i] = a * xs[i] + ys[i]
         seen.append((grid, block, shared, device))
 
-    standin.register_kernel("record", saxpy)
+    standin.register_kernel("saxpy", saxpy)
     gpu = offloadrt.device(f"{backend}:1")
-    kernel = gpu.load(image(backend)).kernel("record")
+    kernel = gpu.load(image(backend, kernels=["saxpy"])).kernel("saxpy")
     kernel.signature = ("float32", "ptr", "ptr", "uint32")
     x = offloadrt.asarray(np.arange(8, dtype=np.float32), gpu)
     y = offloadrt.asarray(np.ones(8, dtype=np.float32), gpu)

@@ -43,6 +43,7 @@ from gpu_fixtures import (
     launch_size,
     recorder,
     shut_down_fully,
+    tag,
 )
 
 from offloadrt import (
@@ -219,7 +220,7 @@ def test_dynamic_shared_memory_above_48k_opts_in_once_per_kernel_and_size(rt: Ru
              (record, 100 * kib), (record, 64 * kib), (other, 64 * kib), (other, 64 * kib), (other, 227 * kib)]
     functions = {}
     for kernel, dyn in sizes:
-        api.olLaunchKernel(queue, gpu, kernel, None, launch_size(dyn=dyn))
+        api.olLaunchKernel(queue, gpu, kernel, tag(0) if kernel is record else None, launch_size(dyn=dyn))
         functions[kernel.name] = calls_of("cuLaunchKernel")[-1][0]
     in_new_thread(api.olSyncQueue, queue)
     assert [launch[3] for launch in seen] == [dyn for _, dyn in sizes]
@@ -262,13 +263,13 @@ def test_concurrent_launches_never_lower_the_dynamic_shared_memory_opt_in(
 
     def launch_a() -> None:
         try:
-            api.olLaunchKernel(queue_a, gpu, kernel, b"a", launch_size(dyn=small))
+            api.olLaunchKernel(queue_a, gpu, kernel, tag(b"a"), launch_size(dyn=small))
             outcome["a"] = None
         except BaseException as exc:  # noqa: BLE001  # checked in the test's thread
             outcome["a"] = exc
 
     def launch_b() -> None:
-        api.olLaunchKernel(queue_b, gpu, kernel, b"b1", launch_size(dyn=big))
+        api.olLaunchKernel(queue_b, gpu, kernel, tag(b"b1"), launch_size(dyn=big))
         b_launched.set()
 
     thread_a = threading.Thread(target=launch_a, daemon=True)
@@ -279,7 +280,7 @@ def test_concurrent_launches_never_lower_the_dynamic_shared_memory_opt_in(
         assert a_applied.wait(WAIT)
         second: BaseException | None = None
         try:
-            in_new_thread(api.olLaunchKernel, queue_b, gpu, kernel, b"b2", launch_size(dyn=big))
+            in_new_thread(api.olLaunchKernel, queue_b, gpu, kernel, tag(b"b2"), launch_size(dyn=big))
         except OffloadError as exc:
             second = exc
     finally:
@@ -289,7 +290,8 @@ def test_concurrent_launches_never_lower_the_dynamic_shared_memory_opt_in(
     assert second is None, f"a 100 KiB launch after a racing 64 KiB opt-in failed: {second!r}"
     for queue in (queue_a, queue_b):
         in_new_thread(api.olSyncQueue, queue)
-    assert sorted((launch[0], launch[3]) for launch in seen) == [(b"a", small), (b"b1", big), (b"b2", big)]
+    assert sorted((launch[0], launch[3]) for launch in seen) == [(tag(b"a"), small), (tag(b"b1"), big),
+                                                                 (tag(b"b2"), big)]
 
 
 # ---- the status numbers against the real bindings -------------------------------------------------

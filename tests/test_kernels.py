@@ -325,17 +325,23 @@ def test_a_declared_argument_size_refuses_a_wrong_or_missing_blob(host, queue, b
     data = api.olMemAlloc(host, AllocType.HOST, 64 * 4)
     values = (ctypes.c_float * 64).from_address(data)
     values[:] = list(range(64))
-    good = bytes(ScaleArgs(data, 2.0))
+    good = bytes(ScaleArgs(data, 2.0))  # {float *data; float factor;}: 16 bytes, 12 of them parameters
     for q in (None, queue):
         for blob, given in ((None, "no argument blob"), (good[:8], "a 8-byte argument blob"),
                             (good + b"\0" * 8, f"a {len(good) + 8}-byte argument blob")):
             err = expect_error(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, q, host, scale, blob, launch_args(1, 64))
-            assert f"kernel 'scale' takes a {len(good)}-byte argument blob, got {given}" in err.details
+            assert (f"kernel 'scale' takes a {len(good)}-byte argument struct (aligned to 8 bytes); got {given}"
+                    in err.details), err.details
     api.olSyncQueue(queue)
     assert values[10] == 10.0, "a refused launch did not run"
     api.olLaunchKernel(queue, host, scale, good, launch_args(1, 64))
     api.olSyncQueue(queue)
     assert values[10] == 20.0
+    # Without the struct's tail padding (what a GPU takes, and what queue.launch packs): zero-extended.
+    for _ in range(3):  # the hot path too
+        api.olLaunchKernel(queue, host, scale, good[:12], launch_args(1, 64))
+    api.olSyncQueue(queue)
+    assert values[10] == 160.0
     nothing = kernel(program, "nothing")
     api.olLaunchKernel(None, host, nothing, None, launch_args())
     expect_error(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, None, host, nothing, b"\0" * 8, launch_args())

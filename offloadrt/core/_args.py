@@ -1,9 +1,10 @@
 """Kernel arguments: parameter types, the packing plan of a signature, launch sizes.
 
 A plan turns the arguments of a launch into the argument blob: each parameter at the next offset
-aligned to its alignment (its size for scalars and pointers), the blob rounded up to the largest
-alignment, as C lays out a struct of the parameters. Plans are compiled once per (signature,
-argument types) and cached on the kernel, so a launch packs with one ``struct.pack`` call.
+aligned to its alignment (its size for scalars and pointers), as C lays out a struct of the
+parameters, ending where the last parameter ends (no tail padding: a GPU's parameter buffer has
+none, and CUDA refuses a longer one). Plans are compiled once per (signature, argument types) and
+cached on the kernel, so a launch packs with one ``struct.pack`` call.
 """
 
 from __future__ import annotations
@@ -163,13 +164,12 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
                            f"({', '.join(p.name for p in signature)})), got {len(args)}")
     params = signature if signature is not None else tuple(_inferred(v, i) for i, v in enumerate(args))
     namespace: dict[str, Any] = {}
-    fmt, offset, widest = "<", 0, 1
+    fmt, offset = "<", 0
     values, used = [], []
     for index, (param, value) in enumerate(zip(params, args)):
         pad = -offset % param.align
         fmt += f"{pad}x" if pad else ""
         offset += pad + param.size
-        widest = max(widest, param.align)
         fmt += param.code
         expression, buffer, helper = _expression(param, value, index)
         if helper is not None:
@@ -177,8 +177,8 @@ def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kerne
         if buffer is not None:
             used.append(buffer)
         values.append(expression)
-    tail = -offset % widest
-    fmt += f"{tail}x" if tail else ""
+    # No tail padding: the blob ends where the last parameter does, as the kernel's parameter buffer
+    # does on a GPU (CUDA refuses a longer one); devices that read a whole C struct extend it.
     namespace["_pack"] = struct.Struct(fmt).pack
     names = "".join(f", a{i}" for i in range(len(args)))
     lines = [f"    if {b}._queues is not q: {b}._use(q)" for b in used]

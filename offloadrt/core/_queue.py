@@ -166,7 +166,8 @@ class Queue:
         work-group (shared) memory each group gets. Arguments: a Buffer or Array becomes its device
         pointer; a NumPy scalar or ctypes instance its bytes; a plain Python int or float is packed
         as ``kernel.signature`` says (without a signature it is a ``TypeError``). Parameters are
-        laid out with C alignment. Buffers passed are not reused by the pool until this launch is done.
+        laid out with C alignment, the blob ending where the last one ends (as a GPU takes it).
+        Buffers passed are not reused by the pool until this launch is done.
         """
         try:
             if kernel._fast(self, grid, block, shared_mem, args):

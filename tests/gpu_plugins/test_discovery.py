@@ -21,6 +21,7 @@ from gpu_fixtures import (
     launch_size,
     recorder,
     shut_down_fully,
+    tag,
     unavailable,
 )
 
@@ -139,7 +140,7 @@ def test_after_a_full_shutdown_a_new_init_finds_the_devices_again(vendor: Vendor
         queue = api.olCreateQueue(rt.gpus[1])
         pointer = api.olMemAlloc(rt.gpus[1], AllocType.DEVICE, 16)
         api.olMemFill(queue, pointer, bytes([cycle]), 16)
-        api.olLaunchKernel(queue, rt.gpus[1], api.olGetSymbol(prog, "record", KERNEL), bytes([cycle]), launch_size())
+        api.olLaunchKernel(queue, rt.gpus[1], api.olGetSymbol(prog, "record", KERNEL), tag(cycle), launch_size())
         in_new_thread(api.olSyncQueue, queue)
         assert vendor.standin.read(pointer, 16) == bytes([cycle]) * 16
         selections = vendor.count("select")
@@ -153,7 +154,7 @@ def test_after_a_full_shutdown_a_new_init_finds_the_devices_again(vendor: Vendor
         assert vendor.count("init") == inits + 1
         api.olMemFree(api.olMemAlloc(rt.gpus[1], AllocType.DEVICE, 8))
         assert vendor.count("select") > selections  # a restarted device is selected again, not trusted
-    assert [launch[0] for launch in seen] == [b"\x00", b"\x01", b"\x02"]
+    assert [launch[0] for launch in seen] == [tag(0), tag(1), tag(2)]
     with pytest.raises(OffloadError) as info:
         api.olCreateQueue(first[0])
     assert info.value.code in (ErrorCode.INVALID_DEVICE, ErrorCode.INVALID_ARGUMENT)

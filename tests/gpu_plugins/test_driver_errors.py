@@ -22,6 +22,7 @@ from gpu_fixtures import (
     in_new_thread,
     launch_size,
     shut_down_fully,
+    tag,
 )
 
 from offloadrt import AllocType, ErrorCode, EventFlags, EventInfo, OffloadError, api
@@ -177,7 +178,7 @@ def actions(vendor: Vendor, rt: Runtime) -> dict[str, Callable[[], Any]]:
         "module_load": lambda: vendor.program(gpu0),
         "module_get_function": lambda: api.olGetSymbol(vendor.program(gpu0), "other", KERNEL),
         "module_get_global": lambda: api.olGetSymbol(vendor.program(gpu0), "counter", GLOBAL),
-        "launch": lambda: api.olLaunchKernel(queue(), gpu0, record, b"x", launch_size()),
+        "launch": lambda: api.olLaunchKernel(queue(), gpu0, record, tag(b"x"), launch_size()),
         "occupancy": lambda: api.olCalculateOptimalOccupancy(gpu0, record, 0),
         "stream_create": lambda: [queue() for _ in range(4)],
         "stream_wait_event": lambda: api.olWaitEvents(queue(), [api.olCreateEvent(queue())]),

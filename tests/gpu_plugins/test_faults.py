@@ -23,10 +23,12 @@ from gpu_fixtures import (
     launch_size,
     recorder,
     shut_down_fully,
+    tag,
     wait_until_faulted,
 )
 
-from offloadrt import AllocType, ErrorCode, EventInfo, OffloadError, api
+import offloadrt
+from offloadrt import AllocType, DeviceInfo, DeviceType, ErrorCode, EventInfo, OffloadError, api
 
 from .vendors import Vendor, per_vendor
 
@@ -52,9 +54,9 @@ def test_a_non_sticky_fault_fails_only_its_queue(vendor: Vendor, rt: Runtime) ->
     assert vendor.poisoned not in error.details
     expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)  # the error state is never cleared
     expect(ErrorCode.QUEUE_ERROR, api.olMemFill, queue, api.olMemAlloc(gpu, AllocType.DEVICE, 8), b"\x00", 8)
-    api.olLaunchKernel(healthy, gpu, api.olGetSymbol(prog, "record", KERNEL), b"fine", launch_size())
+    api.olLaunchKernel(healthy, gpu, api.olGetSymbol(prog, "record", KERNEL), tag(b"fine"), launch_size())
     in_new_thread(api.olSyncQueue, healthy)
-    assert seen == [(b"fine", (1, 1, 1), (1, 1, 1), 0, 0)]
+    assert seen == [(tag(b"fine"), (1, 1, 1), (1, 1, 1), 0, 0)]
     api.olMemFree(api.olMemAlloc(gpu, AllocType.DEVICE, 64))
     streams = vendor.count("stream_create")
     destroyed = vendor.count("stream_destroy")
@@ -74,7 +76,8 @@ def sticky_faults(vendor: Vendor) -> Iterator[ParameterSet]:
 
 
 @pytest.mark.parametrize(("vendor", "status"), per_vendor(sticky_faults), indirect=["vendor"])
-def test_a_sticky_fault_poisons_only_its_device_until_reinit(vendor: Vendor, rt: Runtime, status: str) -> None:
+def test_a_sticky_fault_poisons_only_its_device_for_the_rest_of_the_process(vendor: Vendor, rt: Runtime,
+                                                                            status: str) -> None:
     gpu0, gpu1 = rt.gpus
     prog = vendor.program(gpu0)
     record = api.olGetSymbol(prog, "record", KERNEL)
@@ -103,8 +106,8 @@ def test_a_sticky_fault_poisons_only_its_device_until_reinit(vendor: Vendor, rt:
         ("olCreateQueue", api.olCreateQueue, (gpu0,)),
         ("olCreateProgram", api.olCreateProgram, (gpu0, vendor.image())),
         ("olGetSymbol", api.olGetSymbol, (prog, "other", KERNEL)),
-        ("olLaunchKernel", api.olLaunchKernel, (None, gpu0, record, None, launch_size())),
-        ("olLaunchKernel(queue)", api.olLaunchKernel, (bystander, gpu0, record, None, launch_size())),
+        ("olLaunchKernel", api.olLaunchKernel, (None, gpu0, record, tag(0), launch_size())),
+        ("olLaunchKernel(queue)", api.olLaunchKernel, (bystander, gpu0, record, tag(0), launch_size())),
         ("olMemcpy", api.olMemcpy, (None, pointer, gpu0, source_address, rt.host, 64)),
         ("olMemcpy(queue)", api.olMemcpy, (bystander, pointer, gpu0, source_address, rt.host, 64)),
         ("olMemcpy(peer)", api.olMemcpy, (None, remote, gpu1, pointer, gpu0, 64)),
@@ -134,24 +137,25 @@ def test_a_sticky_fault_poisons_only_its_device_until_reinit(vendor: Vendor, rt:
     api.olMemFill(elsewhere, other, b"\x42", 64)
     in_new_thread(api.olSyncQueue, elsewhere)
     assert vendor.standin.read(other, 64) == b"\x42" * 64
-    # Shutting down a poisoned device is quiet; a new init gives a working device.
+    # Shutting down a poisoned device is quiet; no driver call clears the fault (an H100 kept one
+    # through a release, a reset and a retain of the primary context), so the platform does not
+    # start again, saying why, and the host still does.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         in_new_thread(shut_down_fully)
-    if vendor.keeps_sticky_faults:
-        # HIP has no context to reset, and its stand-in keeps a sticky fault for the life of its
-        # runtime (on ROCm such a fault usually ends the process): clear it, as a GPU reset would.
-        vendor.standin.state().devices[0].context.sticky = None
-    vendor.init()
-    rt.refresh()
-    fresh = rt.gpus[0]
-    seen, body = recorder()
-    vendor.standin.register_kernel("record", body)
-    queue = api.olCreateQueue(fresh)
-    api.olLaunchKernel(queue, fresh, api.olGetSymbol(vendor.program(fresh), "record", KERNEL), b"ok", launch_size())
-    in_new_thread(api.olSyncQueue, queue)
-    assert seen == [(b"ok", (1, 1, 1), (1, 1, 1), 0, 0)]
-    api.olMemFree(api.olMemAlloc(fresh, AllocType.DEVICE, 64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api.olInit(platforms=[vendor.backend])
+    try:
+        (reason,) = [p.reason for p in offloadrt.unavailable_platforms() if p.backend == vendor.backend]
+        assert "restart the process" in reason and "device 0" in reason, reason
+        assert vendor.status(status).name in reason, reason
+        devices: list[api.Device] = []
+        api.olIterateDevices(lambda device, _: devices.append(device))
+        assert [api.olGetDeviceInfo(d, DeviceInfo.TYPE) for d in devices] == [DeviceType.HOST]
+        assert not [w for w in caught if vendor.call("init") in str(w.message)]
+    finally:
+        api.olShutDown()
 
 
 def test_after_a_sticky_fault_the_hot_paths_of_a_thread_that_used_the_device_refuse_too(vendor: Vendor,
@@ -166,7 +170,7 @@ def test_after_a_sticky_fault_the_hot_paths_of_a_thread_that_used_the_device_ref
     queue, bystander = api.olCreateQueue(gpu), api.olCreateQueue(gpu)
     _, address = host_buffer(64)
     api.olMemcpy(bystander, pointer, gpu, address, rt.host, 64)
-    api.olLaunchKernel(bystander, gpu, record, None, launch_size())
+    api.olLaunchKernel(bystander, gpu, record, tag(0), launch_size())
     api.olSyncEvent(api.olCreateEvent(bystander))
     api.olSyncQueue(bystander)
     gdev = gpu._gdev
@@ -179,7 +183,7 @@ def test_after_a_sticky_fault_the_hot_paths_of_a_thread_that_used_the_device_ref
     for call, fn, args in [
         ("olMemcpy H2D", api.olMemcpy, (bystander, pointer, gpu, address, rt.host, 64)),
         ("olMemcpy D2H", api.olMemcpy, (bystander, address, rt.host, pointer, gpu, 64)),
-        ("olLaunchKernel", api.olLaunchKernel, (bystander, gpu, record, None, launch_size())),
+        ("olLaunchKernel", api.olLaunchKernel, (bystander, gpu, record, tag(0), launch_size())),
         ("olCreateEvent", api.olCreateEvent, (bystander,)),
         ("olCreateQueue", api.olCreateQueue, (gpu,)),
     ]:

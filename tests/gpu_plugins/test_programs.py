@@ -25,6 +25,7 @@ from gpu_fixtures import (
     in_new_thread,
     launch_size,
     recorder,
+    tag,
 )
 
 from offloadrt import AllocType, ErrorCode, SymbolInfo, api
@@ -125,17 +126,20 @@ def test_a_missing_symbol_is_not_found_with_the_drivers_error(vendor: Vendor, rt
 @pytest.mark.parametrize("with_queue", [False, True], ids=["no-queue", "queue"])
 def test_launch_passes_the_argument_blob_and_sizes_unchanged(vendor: Vendor, rt: Runtime, with_queue: bool) -> None:
     seen, body = recorder()
-    vendor.standin.register_kernel("record", body)
     blobs: list[Any] = [struct.pack("<QIB3xd", 0x1122334455667788, 0xDEADBEEF, 0x7F, -2.5),
                         bytes(range(256)) * 4 + b"tail",  # larger than the plugin's first argument buffer
                         bytearray(b"\x00\x01\x00\xff"), ctypes.c_uint64(0xFEEDFACECAFEBEEF), b"\x01"]
+    names = [f"bytes{len(bytes(blob))}" for blob in blobs]  # each blob's own kernel: exactly its size
+    for name in names:
+        vendor.standin.register_kernel(name, body)
     shapes = [((2, 3, 4), (32, 2, 1), 1024), ((1, 1, 1), (1024, 1, 1), 0), ((7, 1, 1), (8, 8, 8), 48 * 1024),
               ((65536, 1, 1), (64, 1, 1), 1), ((3, 2, 1), (16, 1, 1), vendor.shared_memory_limit)]
     for ordinal, gpu in enumerate(rt.gpus):
         queue = api.olCreateQueue(gpu) if with_queue else None
-        kernel = api.olGetSymbol(vendor.program(gpu), "record", KERNEL)
+        program = vendor.program(gpu, vendor.image(kernels=names))
         start = len(seen)
-        for blob, (groups, items, dyn) in zip(blobs, shapes):
+        for name, blob, (groups, items, dyn) in zip(names, blobs, shapes):
+            kernel = api.olGetSymbol(program, name, KERNEL)
             api.olLaunchKernel(queue, gpu, kernel, blob, launch_size(groups, items, dyn))
             launch = vendor.calls_of("launch")[-1]
             assert launch[1:8] == (*groups, *items, dyn)
@@ -147,11 +151,38 @@ def test_launch_passes_the_argument_blob_and_sizes_unchanged(vendor: Vendor, rt:
                                 for blob, (groups, items, dyn) in zip(blobs, shapes)]
 
 
+@pytest.mark.parametrize("with_queue", [False, True], ids=["no-queue", "queue"])
+def test_a_blob_is_trimmed_of_c_struct_tail_padding_and_a_short_one_is_refused(vendor: Vendor, rt: Runtime,
+                                                                               with_queue: bool) -> None:
+    """What C users pass, ``sizeof(struct args)``, launches: the driver gets the parameters' bytes
+    only (CUDA refuses more; an H100 failed saxpy on it). A blob shorter than the parameters, or
+    longer than their struct, is INVALID_ARGUMENT naming both sizes, and nothing is launched."""
+    seen, body = recorder()
+    vendor.standin.register_kernel("pair", body)  # (u64, u32): 12 bytes, 16 as a C struct
+    gpu = rt.gpus[0]
+    queue = api.olCreateQueue(gpu) if with_queue else None
+    kernel = api.olGetSymbol(vendor.program(gpu, vendor.image(kernels=["pair"])), "pair", KERNEL)
+    padded = struct.pack("<QI4x", 0x0102030405060708, 0x0A0B0C0D)
+    for _ in range(3):  # the hot path too, once the launch shape is known
+        api.olLaunchKernel(queue, gpu, kernel, padded, launch_size())
+        api.olLaunchKernel(queue, gpu, kernel, padded[:12], launch_size())
+        api.olLaunchKernel(queue, gpu, kernel, padded[:14], launch_size())
+    launches = vendor.count("launch")
+    for wrong, why in ((padded[:11], "too short"), (padded + b"\0", "longer than its parameters"), (None, "too short")):
+        err = expect(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, queue, gpu, kernel, wrong, launch_size())
+        assert why in err.details and "2 parameters in 12 bytes (16 with C struct padding)" in err.details, err
+        assert f"a {len(wrong)}-byte argument blob" in err.details if wrong else "no argument blob" in err.details
+    assert vendor.count("launch") == launches  # nothing reached the driver
+    if queue is not None:
+        in_new_thread(api.olSyncQueue, queue)
+    assert [launch[0] for launch in seen] == [padded[:12]] * 9
+
+
 def test_a_launch_without_arguments_passes_no_extra(vendor: Vendor, rt: Runtime) -> None:
     seen, body = recorder()
-    vendor.standin.register_kernel("record", body)
+    vendor.standin.register_kernel("other", body)  # a kernel without parameters
     gpu = rt.gpus[0]
-    kernel = api.olGetSymbol(vendor.program(gpu), "record", KERNEL)
+    kernel = api.olGetSymbol(vendor.program(gpu), "other", KERNEL)
     for args in (None, b""):
         api.olLaunchKernel(None, gpu, kernel, args, launch_size())
         assert vendor.calls_of("launch")[-1][9:] == (None, 0)
@@ -160,7 +191,7 @@ def test_a_launch_without_arguments_passes_no_extra(vendor: Vendor, rt: Runtime)
 
 def test_launches_beyond_the_devices_limits_never_reach_the_driver(vendor: Vendor, rt: Runtime) -> None:
     gpu = rt.gpus[0]
-    kernel = api.olGetSymbol(vendor.program(gpu), "record", KERNEL)
+    kernel = api.olGetSymbol(vendor.program(gpu), "other", KERNEL)
     limit_y = vendor.standin.state().devices[0].attributes[vendor.grid_y_attribute]  # as the driver reports it
     shapes = [launch_size(dyn=vendor.shared_memory_limit + 1), launch_size(items=(1025, 1, 1)),
               launch_size(items=(32, 32, 2)), launch_size(groups=(1, limit_y + 1, 1))]  # more groups than the grid
@@ -191,13 +222,13 @@ def test_a_refused_launch_raises_the_mapped_error(vendor: Vendor, rt: Runtime, s
     queue = api.olCreateQueue(gpu) if with_queue else None
     kernel = api.olGetSymbol(vendor.program(gpu), "record", KERNEL)
     member = vendor.inject("launch", status)
-    err = expect(code, api.olLaunchKernel, queue, gpu, kernel, b"no", launch_size())
+    err = expect(code, api.olLaunchKernel, queue, gpu, kernel, tag(b"no"), launch_size())
     assert f"{vendor.call('launch')}('record'): {member.name}" in err.details, err
-    api.olLaunchKernel(queue, gpu, kernel, b"yes", launch_size())
+    api.olLaunchKernel(queue, gpu, kernel, tag(b"yes"), launch_size())
     if queue is not None:
         in_new_thread(api.olSyncQueue, queue)  # the queue did not fail
         api.olDestroyQueue(queue)
-    assert [launch[0] for launch in seen] == [b"yes"]
+    assert [launch[0] for launch in seen] == [tag(b"yes")]
     api.olMemFree(api.olMemAlloc(gpu, AllocType.DEVICE, 8))  # nothing is poisoned
 
 

@@ -20,6 +20,7 @@ from gpu_fixtures import (
     launch_size,
     shut_down_fully,
     spin,
+    tag,
 )
 
 from offloadrt import AllocType, ErrorCode, EventFlags, EventInfo, OffloadError, QueueInfo, api
@@ -225,16 +226,16 @@ def test_host_functions_run_in_stream_order_on_the_drivers_thread(vendor: Vendor
     api.olLaunchHostFunction(queue, host, "a")
     api.olMemcpy(queue, pointer, gpu, source_address, rt.host, 12)
     api.olLaunchHostFunction(queue, lambda _: order.append(("copy done", vendor.standin.read(pointer, 12))))
-    api.olLaunchKernel(queue, gpu, kernel, b"k1", launch_size())
+    api.olLaunchKernel(queue, gpu, kernel, tag(b"k1"), launch_size())
     api.olLaunchHostFunction(queue, host, {"b": 2})
-    api.olLaunchKernel(queue, gpu, kernel, b"k2", launch_size())
+    api.olLaunchKernel(queue, gpu, kernel, tag(b"k2"), launch_size())
     api.olLaunchHostFunction(queue, host, None)
     gate.wait_entered()
     assert order == []
     gate.open()
     in_new_thread(api.olSyncQueue, queue)
-    assert order == [("host", "a"), ("copy done", b"copied first"), ("kernel", b"k1"), ("host", {"b": 2}),
-                     ("kernel", b"k2"), ("host", None)]
+    assert order == [("host", "a"), ("copy done", b"copied first"), ("kernel", tag(b"k1")), ("host", {"b": 2}),
+                     ("kernel", tag(b"k2")), ("host", None)]
     assert len(set(threads)) == 1 and threads[0].startswith(vendor.stream_thread)  # the driver's thread
     assert {int(args[1]) for args in vendor.calls_of("host_func")} == {HOST_TRAMPOLINE_ADDRESS}  # one trampoline
     api.olDestroyQueue(queue)

@@ -10,7 +10,6 @@ handles must never reach a real driver; the real-GPU tests make the real calls t
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from gpu_fixtures import (
     in_new_thread,
     launch_size,
     shut_down_fully,
+    tag,
 )
 
 from offloadrt import AllocType, EventFlags, EventInfo, OffloadError, api
@@ -78,8 +78,8 @@ def representative_workload(vendor: Vendor, runtime: Runtime) -> None:
         with pytest.raises(OffloadError):
             api.olGetSymbol(prog, "missing", symbol_kind)
     for queue in (None, queues[0]):
-        api.olLaunchKernel(queue, gpu0, record, struct.pack("<QI", 1, 2), launch_size((2, 3, 4), (32, 2, 1), 1024))
-        api.olLaunchKernel(queue, gpu0, record, None, launch_size(dyn=vendor.shared_memory_limit))
+        api.olLaunchKernel(queue, gpu0, record, tag(1), launch_size((2, 3, 4), (32, 2, 1), 1024))
+        api.olLaunchKernel(queue, gpu0, record, tag(2), launch_size(dyn=vendor.shared_memory_limit))
     api.olCalculateOptimalOccupancy(gpu0, record, 1024)
     start = api.olCreateEvent(queues[0], EventFlags.ENABLE_PROFILING)
     api.olLaunchHostFunction(queues[0], lambda _: None)

@@ -4,9 +4,9 @@ the wrong one."""
 
 from __future__ import annotations
 
-import struct
 import threading
 
+import gpu_fixtures
 from conftest import run_threads
 from gpu_fixtures import KERNEL, WAIT, Runtime, gpu_device, host_buffer, in_new_thread, launch_size, recorder
 
@@ -36,7 +36,7 @@ def exercise(vendor: Vendor, rt: Runtime, device: api.Device, tag: int) -> None:
     api.olMemcpy(queue, target_address, rt.host, pointer, device, 64)
     prog = vendor.program(device, vendor.image(kernels=[name]))
     assert {module.ctx.device.ordinal for module in state.modules.values() if name in module.functions} == {ordinal}
-    api.olLaunchKernel(queue, device, api.olGetSymbol(prog, name, KERNEL), struct.pack("<I", tag), launch_size())
+    api.olLaunchKernel(queue, device, api.olGetSymbol(prog, name, KERNEL), gpu_fixtures.tag(tag), launch_size())
     ran = threading.Event()
     api.olLaunchHostFunction(queue, lambda _: ran.set())
     event = api.olCreateEvent(queue)
@@ -45,7 +45,7 @@ def exercise(vendor: Vendor, rt: Runtime, device: api.Device, tag: int) -> None:
     api.olSyncQueue(queue)
     assert api.olQueryQueue(queue) is True and ran.is_set()
     assert target.raw == data[:32] + bytes([tag]) * 16 + data[48:]
-    assert seen == [(struct.pack("<I", tag), (1, 1, 1), (1, 1, 1), 0, ordinal)]
+    assert seen == [(gpu_fixtures.tag(tag), (1, 1, 1), (1, 1, 1), 0, ordinal)]
     api.olDestroyEvent(event)
     api.olDestroyProgram(prog)
     api.olDestroyQueue(queue)
@@ -136,7 +136,7 @@ def test_queues_and_programs_made_on_one_thread_work_from_another(vendor: Vendor
 
     def use() -> None:
         for queue, gpu, kernel in zip(queues, (gpu1, gpu0), kernels):
-            api.olLaunchKernel(queue, gpu, kernel, b"x", launch_size())
+            api.olLaunchKernel(queue, gpu, kernel, gpu_fixtures.tag(b"x"), launch_size())
             api.olSyncQueue(queue)
 
     in_new_thread(use)

@@ -268,7 +268,7 @@ class Cuda(Vendor):
     nonblocking_stream = int(cuda_standin.driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
     default_event = int(cuda_standin.driver.CUevent_flags.CU_EVENT_DEFAULT)
     untimed_event = int(cuda_standin.driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-    poisoned = "re-initialised"
+    poisoned = "the process"
     sticky = ("ILLEGAL_ADDRESS", "LAUNCH_TIMEOUT", "ASSERT", "LAUNCH_FAILED", "ILLEGAL_INSTRUCTION",
               "MISALIGNED_ADDRESS")
     packages = ("cuda", "cuda.bindings", "cuda.bindings.driver")
@@ -388,7 +388,7 @@ class Hip(Vendor):
     nonblocking_stream = int(hip_standin.hip.hipStreamNonBlocking)
     default_event = int(hip_standin.hip.hipEventDefault)
     untimed_event = int(hip_standin.hip.hipEventDisableTiming)
-    poisoned = "sticky"
+    poisoned = "the process"
     sticky = ("ILLEGAL_ADDRESS", "LAUNCH_TIMEOUT", "ASSERT", "LAUNCH_FAILED", "ECC_UNCORRECTABLE")
     keeps_sticky_faults = True
     fills_idle_queue_at_once = True

@@ -44,8 +44,19 @@ typedef int (*ol_host_kernel_t)(const void *args, const ol_host_launch_t *launch
  * olLaunchKernel whose blob has another size (or none) is refused with INVALID_ARGUMENT instead of
  * letting the kernel read past it. Write it after the kernel, with the struct the kernel copies:
  *   OL_HOST_KERNEL_ARGS(scale, struct scale_args);
- * and OL_HOST_KERNEL_NO_ARGS(name) for a kernel that takes no arguments. */
+ * and OL_HOST_KERNEL_NO_ARGS(name) for a kernel that takes no arguments. The struct's alignment is
+ * exported too: a blob without the struct's tail padding (the kernel's parameters packed exactly,
+ * as a GPU takes them) is accepted and zero-extended to sizeof(type). */
+#if defined(__GNUC__) || defined(__clang__)
+#define OL_HOST_ALIGNOF_(type) __alignof__(type) /* any C or C++ standard, -Wpedantic too */
+#elif defined(__cplusplus)
+#define OL_HOST_ALIGNOF_(type) alignof(type)
+#else
+#define OL_HOST_ALIGNOF_(type) _Alignof(type)
+#endif
 #define OL_HOST_KERNEL_ARGS(kernel, type) \
+  OL_HOST_EXPORT extern const uint64_t __ol_args_align_##kernel; \
+  const uint64_t __ol_args_align_##kernel = OL_HOST_ALIGNOF_(type); \
   OL_HOST_EXPORT extern const uint64_t __ol_args_size_##kernel; \
   const uint64_t __ol_args_size_##kernel = sizeof(type)
 #define OL_HOST_KERNEL_NO_ARGS(kernel) \

@@ -25,9 +25,11 @@ from ..common.gpu import (
     gpu_info,
 )
 from ..common.image import DeviceImage, GenericKernel
+from ..common.params import ParamLayout
 from ..common.resources import AsyncInfo
 from . import driver as hd
 from .images import compatible, parse_target_id
+from .metadata import image_layouts
 
 
 class AmdGpuDevice(GpuDevice):
@@ -60,11 +62,11 @@ class AmdGpuDevice(GpuDevice):
     # hipModuleLaunchKernel refuses a block larger than the kernel's launch bounds with status 719
     # (hd.LAUNCH_FAILURE), which a sync reports for a faulted kernel: here a wrong launch, not a fault.
     launch_refusals: ClassVar[frozenset[int]] = frozenset({hd.LAUNCH_FAILURE})
-    # HIP has no way to reset one device's state in place: a re-initialisation of offloadrt does
-    # not clear a fault the runtime still holds. On ROCm a GPU memory fault normally aborts the
-    # process (HSA's default handler); these paths serve runtimes that report faults instead.
-    sticky_recovery = "for the rest of this process (HIP cannot reset a faulted device in place)"
-    sticky_short = "the device is unusable until the process restarts"
+    # HIP has no way to reset one device's state in place: as for CUDA, a re-initialisation of
+    # offloadrt does not clear a fault the runtime still holds. On ROCm a GPU memory fault normally
+    # aborts the process (HSA's default handler); these paths serve runtimes that report faults.
+    sticky_recovery = ("for the rest of this process: HIP cannot reset a faulted device in place (not even "
+                       "through olShutDown and olInit), so the process must be restarted")
 
     def __init__(self, plugin: AmdGpuPlugin, device_id: int):
         super().__init__(plugin, device_id, plugin.driver)
@@ -174,6 +176,11 @@ class AmdGpuDevice(GpuDevice):
         return GpuImage(self, image, module)
 
     # ---- kernels ---------------------------------------------------------------------------
+    def _image_layouts(self, image: bytes) -> dict[str, ParamLayout]:
+        """HIP has no query of a kernel's parameters: they come from the code object's metadata
+        (its explicit arguments, without the hidden ones HIP appends itself)."""
+        return image_layouts(image, self.arch)
+
     def _optimal_occupancy_impl(self, kernel: GenericKernel, shared_memory: int) -> int:
         assert isinstance(kernel, GpuKernel)
         d = self.enter()

@@ -11,7 +11,7 @@ from ...errors import ErrorCode, OffloadError, OffloadWarning
 from ...types import AllocType, Detail, DeviceInfo, Dimensions, KernelLaunchSizeArgs
 from .hooks import Dim3
 from .image import DeviceImage, GenericKernel
-from .launch import check_launch_shape, wrong_blob
+from .launch import check_launch_shape
 from .queues import QueueOps
 from .registrations import RegistrationMap
 from .resources import AsyncInfo, ResourcePool
@@ -216,7 +216,7 @@ class GenericDevice(QueueOps):
         if kernel.image.unloaded:
             kernel.image.check_loaded()
         if kernel.args_size is not None and len(args or b"") != kernel.args_size:
-            raise wrong_blob(kernel, args)
+            args = kernel.fit_args(args)
         self._launch_impl(kernel, args, num_groups, group_size, dyn_shared_memory, queue)
 
     def copier(self) -> Callable[[int, int, int, AsyncInfo, bool], bool] | None:

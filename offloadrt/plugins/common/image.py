@@ -6,6 +6,7 @@ import threading
 from typing import Protocol
 
 from ...errors import ErrorCode, OffloadError
+from .params import ParamLayout
 
 
 class SymbolSource(Protocol):
@@ -19,16 +20,67 @@ class SymbolSource(Protocol):
 class GenericKernel:
     """A kernel of a loaded image; backends subclass it to hold their function handle.
 
-    ``args_size`` is the byte size of the argument blob the kernel reads, where the image says
-    (None: unknown); a launch with a blob of another size is refused.
+    ``args_size`` is the byte size of the argument blob the device reads, where the image or the
+    driver says (None: unknown, and a blob is passed on as given). A blob may differ from it only
+    by the tail padding of the C struct of the parameters: one of ``args_least`` to ``args_most``
+    bytes is trimmed or zero-extended to ``args_size`` (:meth:`fit_args`); any other size is
+    refused, as a blob too short would make the kernel read past it and one too long is refused
+    by CUDA's driver or hides an argument the kernel does not take.
     """
 
-    __slots__ = ("image", "name", "args_size", "__weakref__")
+    __slots__ = ("image", "name", "args_size", "args_least", "args_most", "args_about", "__weakref__")
 
     def __init__(self, image: DeviceImage, name: str, args_size: int | None = None):
         self.image = image
         self.name = name
-        self.args_size = args_size
+        self.set_args(args_size, args_size, args_size, f"a {args_size}-byte argument blob")
+
+    def set_args(self, size: int | None, least: int | None, most: int | None, about: str) -> None:
+        """The blob sizes the kernel takes (see the class): the size the device reads, the range of
+        sizes accepted, and what messages say about its parameters."""
+        self.args_size = size
+        self.args_least = least
+        self.args_most = most
+        self.args_about = about
+
+    def set_layout(self, layout: ParamLayout) -> None:
+        """Take the blob sizes from the kernel's parameter layout: the device reads exactly its
+        parameters; a blob may carry the C struct's tail padding, which is trimmed."""
+        self.set_args(layout.size, layout.size, layout.padded, layout.describe())
+
+    def fit_args(self, args: bytes | None) -> bytes | None:
+        """``args`` as the device takes it: trimmed of tail padding or zero-extended to ``args_size``
+        (None for an empty blob); ``INVALID_ARGUMENT`` naming both sizes when it is not one of
+        ``args_least`` to ``args_most`` bytes."""
+        size = self.args_size
+        given = len(args) if args else 0
+        if size is None or given == size:
+            return args or None
+        least, most = self.args_least, self.args_most
+        if least is None or most is None or not least <= given <= most:
+            raise wrong_blob(self, args)
+        assert args is not None or size == 0 or least == 0
+        if given > size:
+            return bytes(memoryview(args)[:size]) if size else None  # type: ignore[arg-type]
+        return bytes(args or b"") + bytes(size - given)
+
+
+def wrong_blob(kernel: GenericKernel, args: bytes | None) -> OffloadError:
+    """The error of a launch whose argument blob the kernel cannot take (see :class:`GenericKernel`)."""
+    given = len(args) if args else 0
+    what = "no argument blob" if not given else f"a {given}-byte argument blob"
+    least, most = kernel.args_least, kernel.args_most
+    if least is not None and given < least:
+        why = (f"{what}, which is too short: it needs at least {least} bytes, or the kernel would read "
+               f"past its end")
+    elif most is not None and most == 0:
+        why = f"{what}, but it takes no arguments (pass None)"
+    else:
+        why = (f"{what}, which is longer than its parameters and their C struct padding (at most {most} "
+               f"bytes): it packs more than the kernel takes")
+    return OffloadError(ErrorCode.INVALID_ARGUMENT,
+                        f"kernel {kernel.name!r} takes {kernel.args_about}; got {why}. Pack its parameters in "
+                        f"order with C alignment (a ctypes.Structure of them, or offloadrt's queue.launch)")
 
 
 class GlobalVariable:

@@ -6,17 +6,9 @@ from typing import TYPE_CHECKING
 
 from ...errors import ErrorCode, OffloadError
 from .hooks import Dim3
-from .image import GenericKernel
 
 if TYPE_CHECKING:
     from .device import GenericDevice
-
-
-def wrong_blob(kernel: GenericKernel, args: bytes | None) -> OffloadError:
-    given = "no argument blob" if not args else f"a {len(args)}-byte argument blob"
-    return OffloadError(ErrorCode.INVALID_ARGUMENT,
-                        f"kernel {kernel.name!r} takes a {kernel.args_size}-byte argument blob, got {given}; "
-                        f"pack its parameters with C alignment (a ctypes.Structure of the kernel's struct)")
 
 
 def check_launch_shape(device: GenericDevice, num_groups: Dim3, group_size: Dim3, dyn: int) -> None:

@@ -25,11 +25,14 @@ from ..common.gpu import (
     gpu_info,
 )
 from ..common.image import DeviceImage, GenericKernel
+from ..common.params import ParamLayout, layout
 from . import driver as cd
 from .images import compatible, image_kind
+from .params import image_layouts
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 JIT_LOG_SIZE = 16 * 1024
+MAX_PARAMS = 4096  # more than any kernel takes: CUDA limits a launch's parameters to 32 KiB
 
 
 class CudaDevice(GpuDevice):
@@ -165,6 +168,31 @@ class CudaDevice(GpuDevice):
         return GpuImage(self, image, result[1])
 
     # ---- kernels ---------------------------------------------------------------------------
+    def _driver_param_layout(self, function: Any) -> ParamLayout | None:
+        """``cuFuncGetParamInfo`` for each parameter until ``CUDA_ERROR_INVALID_VALUE`` (past the last);
+        None where the driver or the bindings lack it (before CUDA 12.4) or it answers otherwise."""
+        info = getattr(self.d, "cuFuncGetParamInfo", None)
+        if info is None:
+            return None
+        params: list[tuple[int, int]] = []
+        try:
+            while len(params) <= MAX_PARAMS:
+                result = info(function, len(params))
+                status = int(result[0])
+                if status == cd.INVALID_VALUE_STATUS:
+                    break
+                if status != cd.SUCCESS:
+                    return None  # e.g. CUDA_ERROR_NOT_SUPPORTED: the image says, if anything does
+                params.append((int(result[1]), int(result[2])))
+            else:
+                return None
+            return layout(params)
+        except (RuntimeError, TypeError, ValueError):  # the bindings found no such driver entry point
+            return None
+
+    def _image_layouts(self, image: bytes) -> dict[str, ParamLayout]:
+        return image_layouts(image)
+
     def _raise_shared_limit(self, kernel: GpuKernel, size: int) -> None:
         attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         self.check(self.d.cuFuncSetAttribute(kernel.function, attr, size), "cuFuncSetAttribute")

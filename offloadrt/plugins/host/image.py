@@ -91,14 +91,25 @@ class HostKernel(GenericKernel):
 
 
 ARGS_SIZE_PREFIX = "__ol_args_size_"  # OL_HOST_KERNEL_ARGS in host_kernel.h
+ARGS_ALIGN_PREFIX = "__ol_args_align_"  # the same, from offloadrt 0.1's header on
 
 
 def declared_args_size(image: HostImage, name: str) -> int | None:
     """The argument blob size the image declares for kernel ``name`` (OL_HOST_KERNEL_ARGS), if any."""
-    symbol = image.symbols.get(ARGS_SIZE_PREFIX + name)
+    return _declared(image, ARGS_SIZE_PREFIX + name)
+
+
+def declared_args_align(image: HostImage, name: str) -> int | None:
+    """The alignment of kernel ``name``'s argument struct (OL_HOST_KERNEL_ARGS), if the image says."""
+    align = _declared(image, ARGS_ALIGN_PREFIX + name)
+    return align if align is not None and 0 < align <= 4096 and not align & (align - 1) else None
+
+
+def _declared(image: HostImage, symbol_name: str) -> int | None:
+    symbol = image.symbols.get(symbol_name)
     if symbol is None or symbol.kind != "object" or symbol.size != 8:
         return None
     try:
-        return int(ctypes.c_uint64.in_dll(image.lib, ARGS_SIZE_PREFIX + name).value)
+        return int(ctypes.c_uint64.in_dll(image.lib, symbol_name).value)
     except ValueError:
         return None

@@ -35,7 +35,7 @@ from .exec import (
     pack_call,
     program_gone,
 )
-from .image import HostImage, HostKernel, declared_args_size
+from .image import HostImage, HostKernel, declared_args_align, declared_args_size
 from .info import compute_units, host_device_info
 from .loader import check_image, dlopen_image, is_loadable, read_symbols
 from .pool import WorkerPool
@@ -134,7 +134,14 @@ class HostDevice(GenericDevice):
             fn = KERNEL_PROTOTYPE((name, image.lib))
         except AttributeError as exc:
             raise OffloadError(ErrorCode.NOT_FOUND, f"kernel '{name}': the loader cannot resolve it: {exc}") from None
-        return HostKernel(image, name, fn, declared_args_size(image, name))
+        kernel = HostKernel(image, name, fn, declared_args_size(image, name))
+        size, align = kernel.args_size, declared_args_align(image, name)
+        if size and align is not None and align > 1:
+            # The kernel copies sizeof(struct); a blob of just its parameters (without the struct's
+            # tail padding, under one alignment) is zero-extended to it.
+            kernel.set_args(size, max(0, size - align + 1), size,
+                            f"a {size}-byte argument struct (aligned to {align} bytes)")
+        return kernel
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, HostImage)
@@ -242,7 +249,9 @@ class HostDevice(GenericDevice):
                         return False
                     args = None
                 elif args_size is not None and len(args) != args_size:
-                    return False
+                    if not kernel.args_least <= len(args) <= args_size:  # type: ignore[operator]
+                        return False
+                    args = kernel.fit_args(args)  # a blob without the struct's tail padding, zero-extended
                 prepared = entry[0]
                 if prepared.__class__ is not int:
                     item = (LAUNCH, kernel, args, prepared)

@@ -5,7 +5,10 @@ created, and called with the same arguments on both vendors) and fills in the ho
 two APIs differ (making a device current, allocation flags, images, device info, peers).
 
 A kernel fault that leaves a device unusable (a "sticky" error, such as an illegal address) is
-remembered: every later call on that device fails at once, saying how the device recovers.
+remembered: every later call on that device fails at once, saying that only a new process
+recovers it. No driver call clears such a fault (an H100 kept it through a release, a reset and
+a retain of the primary context), so after ``olShutDown`` and ``olInit`` the device does not start
+again, and its platform's reason says why.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ from .hostcalls import IN_HOST_FUNCTION, host_calls
 if TYPE_CHECKING:
     from .launch import GpuKernel
     from .threads import ThreadState
+
+#: The sticky faults of this process, by (plugin name, device ordinal): what the first one said.
+#: They outlive olShutDown, as the drivers keep them: a platform with one does not start again.
+STICKY_FAULTS: dict[tuple[str, int], str] = {}
+
 
 class GpuDeviceCore(GenericDevice):
     """One GPU behind a CUDA-like driver API: the driver calls, the vendor hooks, fault tracking.
@@ -55,8 +63,9 @@ class GpuDeviceCore(GenericDevice):
     #: (even where the same status reported by a sync is a sticky fault)
     launch_refusals: ClassVar[frozenset[int]] = frozenset()
     #: how a device recovers from a sticky error, for messages
-    sticky_recovery: ClassVar[str] = "until the device is re-initialised (olShutDown, then olInit)"
-    sticky_short: ClassVar[str] = "the device must be re-initialised"
+    sticky_recovery: ClassVar[str] = ("for the rest of this process: the driver cannot clear a sticky error (not "
+                                      "even olShutDown and olInit), so the process must be restarted")
+    sticky_short: ClassVar[str] = "the device is unusable until the process restarts"
     #: per vendor: the thread's current device token (the driver's current context or device) and
     #: its launch buffers
     thread_state: ClassVar[ThreadState]
@@ -163,6 +172,22 @@ class GpuDeviceCore(GenericDevice):
 
     def _release_device(self) -> None:
         """Give up the device at de-init (the primary context, for CUDA)."""
+
+    def init(self) -> None:
+        """Start the device; a driver still holding a sticky fault of this process refuses, and the
+        error says the process must be restarted (no driver call clears such a fault)."""
+        try:
+            super().init()
+        except OffloadError as exc:
+            status = getattr(exc, "driver_status", None)
+            if status not in self.driver.sticky:
+                raise
+            err = OffloadError(ErrorCode.BACKEND_FAILURE,
+                               f"{self.label} device {self.device_id} cannot start: its driver still holds a sticky "
+                               f"error from earlier in this process ({exc.details}). The {self.driver.vendor} driver "
+                               f"cannot clear it; restart the process to use this GPU again")
+            err.driver_status = status  # type: ignore[attr-defined]
+            raise err from None
     # ---- driver access ---------------------------------------------------------------------
     def call_name(self, op: str) -> str:
         return self.call_names[op]
@@ -178,10 +203,12 @@ class GpuDeviceCore(GenericDevice):
         err = self.driver.error(status, call)
         if status in self.driver.sticky:
             if self.sticky is None:
+                what = f"{self.driver.name(status)} in {call}"
                 self.sticky = OffloadError(
                     ErrorCode.BACKEND_FAILURE,
-                    f"{self.label} device {self.device_id} hit a sticky error ({self.driver.name(status)} in {call}); "
+                    f"{self.label} device {self.device_id} hit a sticky error ({what}); "
                     f"it is unusable {self.sticky_recovery}")
+                STICKY_FAULTS.setdefault((self.plugin.name, self.device_id), what)
                 # A token no thread holds: every hot path's "current on this thread" test now fails,
                 # so each call takes its checked path, where enter() raises the sticky error (the hot
                 # paths need no test of their own for a poisoned device).

@@ -42,7 +42,7 @@ class GpuDriver:
     not_found: ClassVar[frozenset[int]] = frozenset()
     invalid_value: ClassVar[frozenset[int]] = frozenset()
     invalid_size: ClassVar[frozenset[int]] = frozenset()
-    #: faults that leave the device unusable until it is re-initialised
+    #: faults that leave the device unusable for the rest of the process
     sticky: ClassVar[frozenset[int]] = frozenset()
     unknown_status: ClassVar[int] = 999
 

@@ -11,16 +11,19 @@ from ....types import KernelLaunchSizeArgs
 from .. import Dim3
 from ..image import DeviceImage, GenericKernel, GlobalVariable
 from ..launch import check_launch_shape
+from ..params import ParamLayout
 from ..resources import AsyncInfo
 from .core import GpuDeviceCore
 
 
 class GpuImage(DeviceImage):
-    """A program loaded as a driver module."""
+    """A program loaded as a driver module; ``layouts``: its kernels' parameter layouts as the image
+    describes them, read once, when a kernel first needs it (None until then)."""
 
     def __init__(self, device: GpuDeviceCore, image: bytes, module: Any):
         super().__init__(device, image)
         self.module = module
+        self.layouts: dict[str, ParamLayout] | None = None
 
 
 class GpuKernel(GenericKernel):
@@ -41,7 +44,7 @@ class GpuPrograms(GpuDeviceCore):
     def _unload_binary_impl(self, image: DeviceImage) -> None:
         assert isinstance(image, GpuImage)
         if self.sticky is not None:
-            return  # the poisoned device takes its modules with it when it is re-initialised
+            return  # the poisoned device's modules are lost with it: the driver refuses every call
         self.enter()
         self.check(self.drv_module_unload(image.module), self.call_names["module_unload"])
 
@@ -50,7 +53,29 @@ class GpuPrograms(GpuDeviceCore):
         self.enter()
         function = self.check(self.drv_module_get_function(image.module, name.encode()),
                               f"{self.call_names['module_get_function']}({name!r})")
-        return GpuKernel(image, name, function, self.default_shared_limit)
+        kernel = GpuKernel(image, name, function, self.default_shared_limit)
+        layout = self._param_layout(image, name, function)
+        if layout is not None:
+            kernel.set_layout(layout)
+        return kernel
+
+    def _param_layout(self, image: GpuImage, name: str, function: Any) -> ParamLayout | None:
+        """The parameter layout of kernel ``name`` (its ``function`` handle), from the driver where it
+        tells, else from the image; None when neither does (blobs are then passed on as given)."""
+        layout = self._driver_param_layout(function)
+        if layout is not None:
+            return layout
+        if image.layouts is None:
+            image.layouts = self._image_layouts(image.image)
+        return image.layouts.get(name)
+
+    def _driver_param_layout(self, function: Any) -> ParamLayout | None:
+        """The kernel's parameter layout as the driver tells it, if it can."""
+        return None
+
+    def _image_layouts(self, image: bytes) -> dict[str, ParamLayout]:
+        """The parameter layouts of an image's kernels, as far as the image describes them (never raises)."""
+        return {}
 
     def _get_global_impl(self, image: DeviceImage, name: str) -> GlobalVariable:
         assert isinstance(image, GpuImage)
@@ -77,6 +102,7 @@ class GpuPrograms(GpuDeviceCore):
         assert isinstance(kernel, GpuKernel)
         image = kernel.image
         args_size = kernel.args_size
+        args_most = kernel.args_most
         function = kernel.function
         state = self.thread_state
         wrapper = self.extra_wrapper
@@ -100,11 +126,14 @@ class GpuPrograms(GpuDeviceCore):
                 if len(shapes) < limit:
                     shapes.add(key)
             if args:
-                if args_size is not None and len(args) != args_size:
-                    return False
+                size = len(args)
+                if size != args_size and args_size is not None:
+                    if not args_size < size <= args_most:  # type: ignore[operator]  # (a shorter blob is refused)
+                        return False
+                    size = args_size  # the C struct's tail padding is not the kernel's
                 buffers = state.buffers  # extra_for(), inline
-                if args is not buffers.last:
-                    buffers.copy(args)
+                if args is not buffers.last or size != buffers.size:
+                    buffers.copy(args, size)
                 extra = buffers.argument if buffers.wrapper is wrapper else buffers.wrap(wrapper)
             elif args_size:
                 return False
@@ -118,10 +147,11 @@ class GpuPrograms(GpuDeviceCore):
         return launch
 
     def extra_for(self, args: bytes) -> Any:
-        """The launch call's ``extra`` argument for ``args`` (non-empty), packed in this thread's buffers."""
+        """The launch call's ``extra`` argument for ``args`` (non-empty, as the kernel takes it), packed
+        in this thread's buffers."""
         buffers = self.thread_state.buffers
-        if args is not buffers.last:
-            buffers.copy(args)
+        if args is not buffers.last or len(args) != buffers.size:
+            buffers.copy(args, len(args))
         wrapper = self.extra_wrapper
         return buffers.argument if buffers.wrapper is wrapper else buffers.wrap(wrapper)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ....types import DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 from .. import GenericDevice, GenericPlugin, PluginUnavailable
 from ..registrations import RegistrationMap
+from .core import STICKY_FAULTS
 from .driver import NO_DEVICE, SUCCESS, GpuDriver, _plain
 
 if TYPE_CHECKING:
@@ -93,6 +94,12 @@ class GpuPlugin(GenericPlugin):
             raise PluginUnavailable(f"{init_call}: {self.no_device_message}")
         if status != SUCCESS:
             raise PluginUnavailable(f"{init_call} failed: {driver.name(status)}")
+        faults = sorted((ordinal, what) for (name, ordinal), what in STICKY_FAULTS.items() if name == self.name)
+        if faults:
+            which = "; ".join(f"device {ordinal}: {what}" for ordinal, what in faults)
+            raise PluginUnavailable(f"a sticky fault earlier in this process ({which}) left the {driver.vendor} "
+                                    f"driver unusable, and no driver call clears it: restart the process to use "
+                                    f"these GPUs again")
 
     def is_data_exchangeable(self, src: GenericDevice, dst: GenericDevice) -> bool:
         return isinstance(src, self.device_class) and isinstance(dst, self.device_class)

@@ -44,7 +44,7 @@ class GpuQueues(GpuDeviceCore):
     def _destroy_queue_impl(self, queue: AsyncInfo) -> None:
         assert isinstance(queue, GpuStream)
         if self.sticky is not None:
-            return  # the device is dead; its streams go with it at re-initialisation
+            return  # the device is dead for the rest of the process; so are its streams
         self.enter()
         self.check(self.drv_stream_destroy(queue.stream), self.call_names["stream_destroy"])
 

@@ -24,7 +24,8 @@ class LaunchBuffers:
     The array is ``[BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
     values (CUDA ends it with 0, HIP with 3); the array, the size and the blob share one buffer.
     The driver copies the blob during the launch call, so the buffer is reused at once; a launch
-    with the very ``bytes`` object of the thread's previous one copies nothing (``last``).
+    with the very ``bytes`` object of the thread's previous one and the same size copies nothing
+    (``last``, ``size``).
     """
 
     __slots__ = ("markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last", "wrapper",
@@ -57,12 +58,15 @@ class LaunchBuffers:
         self.wrapper = wrapper
         return self.argument
 
-    def copy(self, args: bytes) -> None:
-        """Copy ``args`` (non-empty) into the blob; :attr:`address` is then its ``extra`` address."""
-        size = len(args)
-        if size > self.capacity:
-            self._allocate(max(size, 2 * self.capacity))
-        self.blob[:size] = args
+    def copy(self, args: bytes, size: int) -> None:
+        """Copy ``args`` (non-empty) into the blob and give the driver its first ``size`` bytes (the
+        kernel's parameters, without a C struct's tail padding); :attr:`address` is then its
+        ``extra`` address. A launch may skip the copy when ``args`` is :attr:`last` and ``size`` is
+        :attr:`size`."""
+        given = len(args)
+        if given > self.capacity:
+            self._allocate(max(given, 2 * self.capacity))
+        self.blob[:given] = args
         if size != self.size:
             self.size_slot[0] = self.size = size
         self.last = args
