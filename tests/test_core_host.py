@@ -568,6 +568,62 @@ def test_a_failing_queue(host: offloadrt.Device, program: offloadrt.Program) -> 
     queue.close()
 
 
+def test_queued_copies_hold_host_objects_in_batches_until_their_work_is_done(host: offloadrt.Device,
+                                                                             gate: threading.Event) -> None:
+    """Sources of queued copies are held without a host function per copy: in batches, each let go
+    once an event after it completes; a blocked queue holds them all."""
+    from offloadrt.core._queue import HOLD_BATCH
+
+    queue = host.queue()
+    buffer = host.allocate(4)
+    hold(queue, gate)
+    alive = []
+    for index in range(3 * HOLD_BATCH):
+        temporary = np.full(1, index, np.int32)
+        alive.append(weakref.ref(temporary))
+        buffer.copy_from(temporary, queue)
+        del temporary
+    gc.collect()
+    assert all(ref() is not None for ref in alive), "a blocked queue holds every source"
+    gate.set()
+    queue.record().sync()  # the work so far is done (an event's sync lets go of nothing itself)
+    for index in range(HOLD_BATCH):  # the next seal lets go of the batches that are done
+        buffer.copy_from(np.full(1, index, np.int32), queue)
+    gc.collect()
+    assert all(ref() is None for ref in alive[:2 * HOLD_BATCH]), "done batches are let go before any sync"
+    queue.sync()
+    gc.collect()
+    out = np.zeros(1, np.int32)
+    buffer.copy_to(out)
+    assert all(ref() is None for ref in alive) and out[0] == HOLD_BATCH - 1
+    queue.close()
+
+
+def test_a_closed_queue_hands_its_held_objects_to_the_runtime(host: offloadrt.Device, gate: threading.Event) -> None:
+    queue = host.queue()
+    buffer = host.allocate(4000)
+    hold(queue, gate)
+    temporary = np.full(1000, 3, np.float32)
+    alive = weakref.ref(temporary)
+    buffer.copy_from(temporary, queue)
+    del temporary
+    queue.close()  # does not wait: the copy is still queued
+    final = queue._final_event
+    assert final is not None
+    del queue
+    gc.collect()
+    assert alive() is not None, "the runtime holds the source of a closed queue's pending copy"
+    gate.set()
+    final.sync()
+    _runtime.runtime().hold(None, [])  # holding more lets go of what is done
+    gc.collect()
+    assert alive() is None
+    out = np.zeros(1000, np.float32)
+    buffer.copy_to(out)
+    assert (out == 3).all()
+    buffer.close()
+
+
 def test_a_host_function_may_not_wait(host: offloadrt.Device) -> None:
     queue = host.queue()
     queue.host_function(queue.sync)

@@ -10,6 +10,7 @@ dynamic shared memory opt-in, and the status numbers against the real bindings.
 
 from __future__ import annotations
 
+import struct
 import threading
 import warnings
 from collections.abc import Iterator
@@ -230,6 +231,23 @@ def test_dynamic_shared_memory_above_48k_opts_in_once_per_kernel_and_size(rt: Ru
                                               (functions["other"], attribute, 64 * kib),
                                               (functions["other"], attribute, 227 * kib)]
     api.olDestroyQueue(queue)
+
+
+def test_a_c_struct_blob_with_all_the_opt_in_shared_memory_launches(rt: Runtime) -> None:
+    """The H100 case that failed: ``struct {void *out; uint32_t words;}`` (12 bytes of parameters, 16
+    with tail padding) and the device's whole opt-in dynamic shared memory. It failed on the padded
+    blob (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), not on the shared memory, which opts in as it should."""
+    seen, body = recorder()
+    standin.register_kernel("pair", body)
+    gpu = rt.gpus[0]
+    kernel = api.olGetSymbol(program(gpu, ptx(kernels=["pair"])), "pair", KERNEL)
+    limit = api.olGetDeviceInfo(gpu, DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE)
+    assert limit == standin.state().devices[0].attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN") > 48 * 1024
+    blob = struct.pack("<QI4x", 0x1000, limit // 4)
+    api.olLaunchKernel(None, gpu, kernel, blob, launch_size(items=(256, 1, 1), dyn=limit))
+    assert seen == [(blob[:12], (1, 1, 1), (256, 1, 1), limit, 0)]
+    attribute = standin.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert [call[1:] for call in calls_of("cuFuncSetAttribute")] == [(attribute, limit)]
 
 
 def test_concurrent_launches_never_lower_the_dynamic_shared_memory_opt_in(

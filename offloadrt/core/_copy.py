@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from ._queue import Queue
 
 
-def _keep_alive(_objects: object) -> None:
-    """A host function that does nothing: the queue holds its argument (host objects of earlier
-    copies) until it has run, so they outlive the copies."""
-
-
 def region(obj: Any) -> tuple[Buffer, int, int] | None:
     """(buffer, offset, nbytes) of a Buffer or Array; None for anything else."""
     if isinstance(obj, _memory.Buffer):
@@ -93,8 +88,8 @@ def transfer(dst: Any, src: Any, queue: Queue | None) -> None:
         for buf in (dst_buf, src_buf):
             if buf is not None:
                 buf._use(queue)
-        if keep:
-            api.olLaunchHostFunction(handle, _keep_alive, tuple(keep))
+        if keep:  # the host side outlives the copy
+            queue._hold(keep[0] if len(keep) == 1 else tuple(keep))
 
 
 def fill(buffer: Buffer, offset: int, nbytes: int, pattern: Any, queue: Queue | None) -> None:

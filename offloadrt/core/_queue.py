@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 _launch = api.olLaunchKernel
 _PLAIN, _PROFILING = EventFlags.NONE, EventFlags.ENABLE_PROFILING
+HOLD_BATCH = 64  # host objects of queued copies held per event (see Queue._hold)
 _PACK_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, ValueError)
 
 
@@ -44,7 +45,8 @@ class Queue:
             queue.host_function(print, "launched")
     """
 
-    __slots__ = ("_handle", "_device", "_device_handle", "_final_event", "_error_seen", "__weakref__")
+    __slots__ = ("_handle", "_device", "_device_handle", "_final_event", "_error_seen", "_held", "_sealed",
+                 "__weakref__")
 
     def __init__(self, device: Device) -> None:
         device._runtime.check()
@@ -57,6 +59,10 @@ class Queue:
         self._device_handle = device.handle
         self._final_event: Event | None = None  # recorded when the queue was closed with work pending
         self._error_seen = False
+        # Host objects that queued copies read or write later (see _hold): those given since the last
+        # seal, and the sealed batches with the event after them, oldest first.
+        self._held: list[object] = []
+        self._sealed: list[tuple[api.Event, list[object]]] = []
         device._runtime.add_queue(self)
 
     @property
@@ -89,6 +95,54 @@ class Queue:
             if exc.code == ErrorCode.QUEUE_ERROR:
                 raise
             raise with_context(exc, f"syncing {self!r}") from exc
+        if self._held or self._sealed:
+            self._release_held()
+
+    # ---- host objects of queued copies -----------------------------------------------------------
+
+    def _hold(self, objects: object) -> None:
+        """Keep ``objects`` (host memory a queued copy reads or writes later) alive until the queue's
+        work given so far is done, without a host function per copy (a driver callback costs tens of
+        microseconds on a GPU). They are held in batches of :data:`HOLD_BATCH`: each batch is sealed
+        with a plain event recorded after it and let go once that event is complete (looked at when
+        the next batch is sealed), or when a :meth:`sync` returns."""
+        held = self._held
+        held.append(objects)
+        if len(held) >= HOLD_BATCH:
+            self._seal()
+
+    def _seal(self) -> None:
+        sealed = self._sealed
+        while sealed:  # oldest first: let go of the batches whose work is done
+            try:
+                done = api.olGetEventInfo(sealed[0][0], EventInfo.IS_COMPLETE)
+            except OffloadError:
+                done = False
+            if not done or api.olGetQueueError(self._live())[0] is not None:
+                break  # (on a failed queue a GPU may still run the work behind the failure: hold on)
+            _destroy_event(sealed.pop(0)[0])
+        try:
+            event = api.olCreateEvent(self._live())
+        except OffloadError:
+            return  # a failed or closed queue: hold on; closing hands everything to the runtime
+        sealed.append((event, self._held))
+        self._held = []
+
+    def _release_held(self) -> None:
+        """The queue's work is done: let go of every held object."""
+        for event, _batch in self._sealed:
+            _destroy_event(event)
+        self._sealed = []
+        self._held = []
+
+    def _hand_over_held(self, final: Event | None) -> None:
+        """The queue is closed: the runtime holds its objects until ``final`` is complete (None: until
+        the runtime ends)."""
+        held = [batch for _event, batch in self._sealed] + [self._held]
+        for event, _batch in self._sealed:
+            _destroy_event(event)
+        self._sealed, self._held = [], []
+        self._device._runtime.hold(final, held)
 
     @property
     def done(self) -> bool:
@@ -232,6 +286,11 @@ class Queue:
                 self._final_event = Event(api.olCreateEvent(handle), self)
             except OffloadError:
                 pass
+        if self._held or self._sealed:
+            if idle:
+                self._release_held()
+            else:
+                self._hand_over_held(self._final_event)
         self._handle = None
         try:
             api.olDestroyQueue(handle)
@@ -260,6 +319,9 @@ class Queue:
         except OffloadError as exc:
             if not self._error_seen:
                 unseen = f"{self!r} failed and nobody synced it: {exc.details}"
+            self._hand_over_held(self._final_event)  # a GPU may still run work: held until the runtime ends
+        else:
+            self._release_held()
         self._handle = None
         try:
             api.olDestroyQueue(handle)
@@ -298,6 +360,13 @@ class Queue:
         if self._handle is None:
             return f"<Queue on {self._device} (closed)>"
         return f"<Queue {str(self._handle).split(' on ')[0]} on {self._device}>"
+
+
+def _destroy_event(event: api.Event) -> None:
+    try:
+        api.olDestroyEvent(event)
+    except OffloadError:
+        pass  # the runtime was shut down meanwhile: the event is gone with it
 
 
 class CudaQueue(Queue):

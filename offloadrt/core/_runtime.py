@@ -21,7 +21,7 @@ from ..types import DeviceInfo, DeviceType, PlatformInfo
 
 if TYPE_CHECKING:
     from ._device import Device
-    from ._queue import Queue
+    from ._queue import Event, Queue
 
 _lock = threading.Lock()  # guards _current and _exit_registered
 _current: Runtime | None = None
@@ -36,7 +36,10 @@ class Runtime:
 
         self.closed = False
         self.live_queues: weakref.WeakSet[Queue] = weakref.WeakSet()  # open queues, synced at exit
-        self.queues_lock = threading.Lock()  # guards live_queues
+        self.queues_lock = threading.Lock()  # guards live_queues and held
+        # Host objects of closed queues' pending copies, each batch with the event after which it may
+        # go (None: when the runtime ends); see Queue._hold.
+        self.held: list[tuple[Event | None, list[list[object]]]] = []
         handles: list[api.Device] = []
         api.olIterateDevices(lambda handle, _: handles.append(handle))
         ordinals: dict[object, int] = {}
@@ -57,6 +60,25 @@ class Runtime:
     def drop_queue(self, queue: Queue) -> None:
         with self.queues_lock:
             self.live_queues.discard(queue)
+
+    def hold(self, event: Event | None, objects: list[list[object]]) -> None:
+        """Keep ``objects`` until ``event`` is complete (None: until the runtime ends), and let go of
+        those held before whose event is complete now."""
+        with self.queues_lock:
+            held, self.held = self.held, []
+        keep = [(event, objects)]
+        for entry in held:
+            earlier = entry[0]
+            try:
+                done = earlier is not None and earlier.done
+            except OffloadError:
+                done = False
+            if done:
+                earlier.close()  # type: ignore[union-attr]
+            else:
+                keep.append(entry)
+        with self.queues_lock:
+            self.held.extend(keep)
 
     def check(self) -> None:
         """``INVALID_DEVICE`` once this runtime was shut down (its objects are dead)."""
@@ -144,3 +166,5 @@ def shutdown() -> None:
     for text in unseen:
         warnings.warn(f"offloadrt: {text}", OffloadWarning, stacklevel=2)
     api.olShutDown()
+    with current.queues_lock:
+        current.held.clear()  # the runtime's work is over
