@@ -109,6 +109,10 @@ class StandinDriver:
     extra_end: ClassVar[int]  # what ends an ``extra`` launch array
     sticky: ClassVar[frozenset[int]]  # the fault codes that poison a device, as the driver documents them
     invalid_event_flags: ClassVar[int]  # event flags the driver refuses
+    #: what a launch whose ``extra`` buffer size exceeds the parameters returns (None: it launches)
+    oversized_buffer_status: ClassVar[str | None]
+    #: the largest pageable host-to-device copy the driver stages during the call (None: any size)
+    staged_copy_limit: ClassVar[int | None]
     #: inject() refuses a code the bindings could not return (hip-python's hipError_t is closed)
     checks_injected_codes: ClassVar[bool] = False
 
@@ -136,6 +140,11 @@ class StandinDriver:
     def enter_thread(self) -> None:
         """What a new thread does before it uses device 0 (CUDA: make its context current)."""
 
+    def make_current(self, ordinal: int) -> None:
+        """Make device ``ordinal`` current on this thread without retaining or initialising
+        anything (CUDA: cuCtxSetCurrent of its primary context), poisoned or not."""
+        raise NotImplementedError
+
     def stream(self, nonblocking: bool = True) -> Any:
         raise NotImplementedError
 
@@ -155,7 +164,8 @@ class StandinDriver:
     def alloc(self, size: int) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def copy_in(self, dst: Any, src: bytes, stream: Any) -> tuple[Any, ...]:
+    def copy_in(self, dst: Any, src: Any, stream: Any, size: int | None = None) -> tuple[Any, ...]:
+        """An asynchronous host-to-device copy from ``src`` (a buffer, or an address with ``size``)."""
         raise NotImplementedError
 
     def fill32(self, dst: Any, value: int, count: int, stream: Any) -> tuple[Any, ...]:
@@ -193,8 +203,17 @@ class StandinDriver:
         """What the driver still does, or how it recovers, after device 0's sticky fault."""
         raise NotImplementedError
 
-    def kernel(self, name: str) -> Any:
-        """A function for kernel ``name``, loaded on the current device from a one-kernel image."""
+    def kernel(self, name: str, params: tuple[int, ...] = (1,)) -> Any:
+        """A function for kernel ``name``, loaded on the current device from a one-kernel image
+        that declares its parameters (their sizes, each aligned to itself as in C)."""
+        raise NotImplementedError
+
+    def copy_out(self, dst: Any, src: Any, size: int, stream: Any) -> tuple[Any, ...]:
+        """An asynchronous device-to-host copy of ``size`` bytes into ``dst`` (a host address)."""
+        raise NotImplementedError
+
+    def host_alloc(self, size: int) -> int:
+        """Page-locked host memory from the driver (cuMemAllocHost, hipHostMalloc)."""
         raise NotImplementedError
 
     def launch(self, function: Any, stream: Any, blob: bytes = b"", grid: tuple[int, int, int] = (1, 1, 1),
@@ -221,6 +240,8 @@ class CudaDriver(StandinDriver):
     extra_end = 0
     sticky = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 721, 226, 911})
     invalid_event_flags = 8  # beyond CU_EVENT_BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS
+    oversized_buffer_status = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"  # the H100's answer
+    staged_copy_limit = None  # the H100 staged pageable sources (measured with NumPy arrays)
 
     def member(self, name: str) -> Any:
         return getattr(self.m.CUresult, self.statuses[name])
@@ -237,7 +258,10 @@ class CudaDriver(StandinDriver):
         ok(self.m.cuCtxSetCurrent(self.context(ordinal)))
 
     def enter_thread(self) -> None:
-        ok(self.m.cuCtxSetCurrent(cuda_standin.state().devices[0].context.handle))
+        self.make_current(0)
+
+    def make_current(self, ordinal: int) -> None:
+        ok(self.m.cuCtxSetCurrent(cuda_standin.state().devices[ordinal].context.handle))
 
     def stream(self, nonblocking: bool = True) -> Any:
         return ok(self.m.cuStreamCreate(int(nonblocking)))
@@ -257,8 +281,8 @@ class CudaDriver(StandinDriver):
     def alloc(self, size: int) -> tuple[Any, ...]:
         return self.m.cuMemAlloc(size)
 
-    def copy_in(self, dst: Any, src: bytes, stream: Any) -> tuple[Any, ...]:
-        return self.m.cuMemcpyHtoDAsync(dst, src, len(src), stream)
+    def copy_in(self, dst: Any, src: Any, stream: Any, size: int | None = None) -> tuple[Any, ...]:
+        return self.m.cuMemcpyHtoDAsync(dst, src, len(src) if size is None else size, stream)
 
     def fill32(self, dst: Any, value: int, count: int, stream: Any) -> tuple[Any, ...]:
         return self.m.cuMemsetD32Async(dst, value, count, stream)
@@ -291,15 +315,34 @@ class CudaDriver(StandinDriver):
         return [self.m.cuEventCreate(0), self.m.cuCtxSynchronize()]
 
     def after_sticky_fault(self) -> None:
+        """As the H100 answered after ``__trap()``: releases succeed and the state reads inactive,
+        a retain returns the fault, a reset succeeds and a retain after it still returns it."""
+        self.make_current(0)  # device 0's context, without a retain
+        fault = code(self.alloc(8))
+        assert int(getattr(self.m.CUresult, fault)) in self.sticky
         for _ in range(cuda_standin.state().devices[0].context.refcount):
-            ok(self.m.cuDevicePrimaryCtxRelease(0))  # the last release destroys the context ...
-        self.select(0)
-        ok(self.alloc(8))  # ... and a fresh one works
+            ok(self.m.cuDevicePrimaryCtxRelease(0))
+        assert ok(self.m.cuDevicePrimaryCtxGetState(0))[1] == 0
+        assert code(self.m.cuDevicePrimaryCtxRetain(0)) == fault
+        ok(self.m.cuDevicePrimaryCtxReset(0))
+        assert code(self.m.cuDevicePrimaryCtxRetain(0)) == fault
+        assert code(self.alloc(8)) == fault  # the released context is still current here
+        self.select(1)
+        ok(self.alloc(8))  # the other device is unaffected
 
-    def kernel(self, name: str) -> Any:
-        ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry {name}()\n{{\n    ret;\n}}\n"
+    def kernel(self, name: str, params: tuple[int, ...] = (1,)) -> Any:
+        types = {1: ".u8", 2: ".u16", 4: ".u32", 8: ".u64"}
+        declared = ", ".join(f".param {types[size]} {name}_param_{i}" for i, size in enumerate(params))
+        ptx = (f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry {name}({declared})\n"
+               f"{{\n    ret;\n}}\n")
         module = ok(self.m.cuModuleLoadDataEx(ptx.encode() + b"\0", 0, None, None))
         return ok(self.m.cuModuleGetFunction(module, name.encode()))
+
+    def copy_out(self, dst: Any, src: Any, size: int, stream: Any) -> tuple[Any, ...]:
+        return self.m.cuMemcpyDtoHAsync(dst, src, size, stream)
+
+    def host_alloc(self, size: int) -> int:
+        return int(ok(self.m.cuMemAllocHost(size)))
 
     def launch(self, function: Any, stream: Any, blob: bytes = b"", grid: tuple[int, int, int] = (1, 1, 1),
                block: tuple[int, int, int] = (1, 1, 1), shared: int = 0) -> tuple[Any, ...]:
@@ -325,6 +368,8 @@ class HipDriver(StandinDriver):
     sticky = frozenset({700, 702, 710, 719, 214})
     invalid_event_flags = 4  # hipEventInterprocess needs hipEventDisableTiming
     checks_injected_codes = True
+    oversized_buffer_status = None  # HIP never reads HIP_LAUNCH_PARAM_BUFFER_SIZE (clr hip_module.cpp)
+    staged_copy_limit = (1 << 20) + (4 << 10)  # ROCclr's stagedXferSize_ (clr hip_memory.cpp ihipMemcpy)
 
     def member(self, name: str) -> Any:
         return getattr(self.m.hipError_t, self.statuses[name])
@@ -335,6 +380,9 @@ class HipDriver(StandinDriver):
 
     def select(self, ordinal: int) -> None:
         ok(self.m.hipSetDevice(ordinal))
+
+    def make_current(self, ordinal: int) -> None:
+        self.select(ordinal)  # hipSetDevice works on a poisoned device
 
     def stream(self, nonblocking: bool = True) -> Any:
         return ok(self.m.hipStreamCreateWithFlags(int(nonblocking)))
@@ -354,8 +402,8 @@ class HipDriver(StandinDriver):
     def alloc(self, size: int) -> tuple[Any, ...]:
         return self.m.hipMalloc(size)
 
-    def copy_in(self, dst: Any, src: bytes, stream: Any) -> tuple[Any, ...]:
-        return self.m.hipMemcpyHtoDAsync(dst, src, len(src), stream)
+    def copy_in(self, dst: Any, src: Any, stream: Any, size: int | None = None) -> tuple[Any, ...]:
+        return self.m.hipMemcpyHtoDAsync(dst, src, len(src) if size is None else size, stream)
 
     def fill32(self, dst: Any, value: int, count: int, stream: Any) -> tuple[Any, ...]:
         return self.m.hipMemsetD32Async(dst, value - (1 << 32) if value >= 1 << 31 else value, count, stream)
@@ -389,11 +437,28 @@ class HipDriver(StandinDriver):
                 self.m.hipModuleLoadData(hip_standin.images.code_object())]
 
     def after_sticky_fault(self) -> None:
-        ok(self.m.hipGetDeviceProperties(0))  # device queries, answered from cached properties, still work
+        """Device queries, answered from cached properties, still work; hipDeviceReset succeeds
+        (HIP documents hipSuccess only) but the fault stays for the process."""
+        self.select(0)
+        fault = code(self.alloc(8))
+        assert int(getattr(self.m.hipError_t, fault)) in self.sticky
+        ok(self.m.hipGetDeviceProperties(0))
+        ok(self.m.hipDeviceReset())
+        assert code(self.alloc(8)) == fault
+        assert code(self.m.hipStreamCreateWithFlags(0)) == fault
+        self.select(1)
+        ok(self.alloc(8))  # the other device is unaffected
 
-    def kernel(self, name: str) -> Any:
-        module = ok(self.m.hipModuleLoadData(hip_standin.images.code_object("gfx90a", kernels=(name,))))
+    def kernel(self, name: str, params: tuple[int, ...] = (1,)) -> Any:
+        image = hip_standin.images.code_object("gfx90a", kernels=(name,), args={name: params})
+        module = ok(self.m.hipModuleLoadData(image))
         return ok(self.m.hipModuleGetFunction(module, name.encode()))
+
+    def copy_out(self, dst: Any, src: Any, size: int, stream: Any) -> tuple[Any, ...]:
+        return self.m.hipMemcpyDtoHAsync(dst, src, size, stream)
+
+    def host_alloc(self, size: int) -> int:
+        return int(ok(self.m.hipHostMalloc(size, 0)))
 
     def launch(self, function: Any, stream: Any, blob: bytes = b"", grid: tuple[int, int, int] = (1, 1, 1),
                block: tuple[int, int, int] = (1, 1, 1), shared: int = 0) -> tuple[Any, ...]:

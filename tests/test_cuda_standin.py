@@ -416,6 +416,122 @@ def test_launch_limits_and_function_attributes(driver: Any) -> None:
     ok(driver.cuStreamSynchronize(stream))
 
 
+SAXPY_MULTIARGS = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry saxpy(
+    .param .f32 saxpy_param_0,
+    .param .u64 .ptr .global .align 1 saxpy_param_1,
+    .param .u64 .ptr .global .align 1 saxpy_param_2,
+    .param .u32 saxpy_param_3
+)
+{
+    ret;
+}
+
+.visible .entry multiargs(
+    .param .u8 multiargs_param_0,
+    .param .u64 .ptr .global .align 1 multiargs_param_1,
+    .param .u16 multiargs_param_2
+)
+{
+    ret;
+}
+
+.visible .entry noargs()
+{
+    ret;
+}
+"""
+
+
+def test_param_info_gives_each_parameter_as_the_h100_did(driver: Any, ctx: Any) -> None:
+    module = ok(load(driver, SAXPY_MULTIARGS + b"\0")[0])
+    expected = {b"saxpy": [(0, 4), (8, 8), (16, 8), (24, 4)], b"multiargs": [(0, 1), (8, 8), (16, 2)], b"noargs": []}
+    for name, layout in expected.items():
+        function = ok(driver.cuModuleGetFunction(module, name))
+        assert [ok(driver.cuFuncGetParamInfo(function, i)) for i in range(len(layout))] == layout
+        assert driver.cuFuncGetParamInfo(function, len(layout)) == (driver.CUresult.CUDA_ERROR_INVALID_VALUE, None,
+                                                                    None)
+    # A cubin tells the stand-in no layout: param_sizes does, or the call is refused with a reason.
+    cubin = b"\x7fELF\x02\x01\x01" + bytes(11) + struct.pack("<H", 190) + bytes(44)
+    standin.set_binary_symbols(kernels=["opaque", "described"])
+    standin.register_kernel("described", lambda *_: None, param_sizes=[(1, 1), (8, 8), (2, 2)])
+    binary = ok(load(driver, cubin)[0])
+    opaque = ok(driver.cuModuleGetFunction(binary, b"opaque"))
+    assert code(driver.cuFuncGetParamInfo(opaque, 0)) == "CUDA_ERROR_NOT_SUPPORTED"
+    assert "param_sizes" in standin.diagnostics[-1]
+    described = ok(driver.cuModuleGetFunction(binary, b"described"))
+    assert [ok(driver.cuFuncGetParamInfo(described, i)) for i in range(3)] == [(0, 1), (8, 8), (16, 2)]
+
+
+def test_multiargs_launches_with_its_parameter_size_and_not_the_padded_struct(driver: Any, ctx: Any) -> None:
+    """The H100: multiargs(char, int*, short) launches with 18 bytes, fails at the call with 24
+    (the struct's size) with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, and a short buffer launches."""
+    seen: list[bytes] = []
+    standin.register_kernel("multiargs", lambda params, *_: seen.append(params))
+    function = ok(driver.cuModuleGetFunction(ok(load(driver, SAXPY_MULTIARGS + b"\0")[0]), b"multiargs"))
+    stream = ok(driver.cuStreamCreate(1))
+    blob = struct.pack("<b7xQh6x", -3, 0x1000, 7)  # the C struct: 24 bytes with its tail padding
+
+    def launch(size: int, block: int = 1) -> str:
+        array, *_keep = extra_array(blob[:size])
+        return code(driver.cuLaunchKernel(function, 1, 1, 1, block, 1, 1, 0, stream, None, ctypes.addressof(array)))
+
+    assert [launch(24, block) for block in (1, 32, 1024)] == ["CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"] * 3
+    assert launch(18) == "CUDA_SUCCESS"
+    assert launch(16) == "CUDA_SUCCESS"
+    ok(driver.cuStreamSynchronize(stream))
+    assert seen == [blob[:18], blob[:16] + b"\xde\xad"]  # bytes 16-17 read past the buffer: GARBAGE[16 % 4:]
+    assert standin.costs().launches == 2  # the refused launches were never accepted
+
+
+def test_pointer_attributes_describe_driver_memory(driver: Any) -> None:
+    retain(driver, 1)
+    on_one = ok(driver.cuMemAlloc(64))
+    ctx0 = retain(driver, 0)
+    attribute = driver.CUpointer_attribute
+    device, pinned = ok(driver.cuMemAlloc(64)), ok(driver.cuMemAllocHost(64))
+    managed = ok(driver.cuMemAllocManaged(64, 1))
+    buffer, unmapped = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+    ok(driver.cuMemHostRegister(ctypes.addressof(buffer), 64, driver.CU_MEMHOSTREGISTER_DEVICEMAP))
+    ok(driver.cuMemHostRegister(ctypes.addressof(unmapped), 64, 0))
+    registered = ctypes.addressof(buffer)
+
+    def query(name: str, pointer: Any) -> Any:
+        result = driver.cuPointerGetAttribute(getattr(attribute, f"CU_POINTER_ATTRIBUTE_{name}"), pointer)
+        return result[1] if int(result[0]) == 0 else code(result)
+
+    host_type, device_type = int(driver.CUmemorytype.CU_MEMORYTYPE_HOST), int(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE)
+    rows = {  # pointer: (MEMORY_TYPE, HOST_POINTER, DEVICE_POINTER, IS_MANAGED, DEVICE_ORDINAL)
+        int(device) + 8: (device_type, "CUDA_ERROR_INVALID_VALUE", int(device) + 8, False, 0),
+        int(pinned): (host_type, int(pinned), int(pinned), False, 0),
+        int(managed) + 1: (device_type, int(managed) + 1, int(managed) + 1, True, 0),
+        registered + 4: (host_type, registered + 4, registered + 4, False, 0),
+        ctypes.addressof(unmapped): (host_type, ctypes.addressof(unmapped), "CUDA_ERROR_INVALID_VALUE", False, 0),
+        int(on_one): (device_type, "CUDA_ERROR_INVALID_VALUE", int(on_one), False, 1),
+    }
+    for pointer, expected in rows.items():
+        found = tuple(query(name, pointer) for name in ("MEMORY_TYPE", "HOST_POINTER", "DEVICE_POINTER", "IS_MANAGED",
+                                                          "DEVICE_ORDINAL"))
+        assert tuple(int(v) if isinstance(v, driver.CUdeviceptr) else v for v in found) == expected, hex(pointer)
+        assert isinstance(query("IS_MANAGED", pointer), bool)
+    assert query("CONTEXT", device) == ctx0 and isinstance(query("CONTEXT", device), driver.CUcontext)
+    assert query("CONTEXT", registered) == ctx0
+    assert int(query("CONTEXT", on_one)) != int(ctx0)
+    assert isinstance(query("DEVICE_POINTER", device), driver.CUdeviceptr)
+    # Pageable host memory the driver does not know: CUDA_ERROR_INVALID_VALUE, as CUDA documents.
+    pageable = ctypes.create_string_buffer(64)
+    for name in ("CONTEXT", "MEMORY_TYPE", "DEVICE_POINTER", "HOST_POINTER", "DEVICE_ORDINAL", "IS_MANAGED"):
+        assert driver.cuPointerGetAttribute(getattr(attribute, f"CU_POINTER_ATTRIBUTE_{name}"),
+                                            ctypes.addressof(pageable)) == (driver.CUresult.CUDA_ERROR_INVALID_VALUE,
+                                                                            None)
+    ok(driver.cuMemFree(device))
+    assert query("MEMORY_TYPE", device) == "CUDA_ERROR_INVALID_VALUE"  # freed: unknown again
+
+
 # ---- modules ---------------------------------------------------------------------------------------
 
 def test_ptx_modules_give_kernels_and_initialised_globals(driver: Any, ctx: Any) -> None:

@@ -15,9 +15,13 @@ from __future__ import annotations
 import ctypes
 import inspect
 import io
+import struct
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import hip_standin as standin
@@ -25,7 +29,8 @@ import pytest
 import standin_fixtures
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
-from hip_standin import DeviceSpec, images
+from hip_standin import DeviceSpec, hiprtc, images
+from hip_standin._code_objects import parse_code_object
 from standin_fixtures import HOST_FN_TYPE, WAIT, Gate, HostFn, code, ok, run_alone
 
 
@@ -86,7 +91,7 @@ def test_install_replaces_hip_hip_for_the_test_only() -> None:
 
         assert imported is module and sys.modules["hip.hip"] is module and hip.hip is module
         with pytest.raises(AttributeError, match="hip_standin"):
-            module.hipDeviceReset  # noqa: B018  # a function it does not simulate fails loudly
+            module.hipGraphLaunch  # noqa: B018  # a function it does not simulate fails loudly
         with pytest.raises(AttributeError, match="hip_standin"):
             hip.hiprtc  # noqa: B018
         standin.shutdown()
@@ -356,11 +361,10 @@ def test_launch_passes_the_argument_blob_and_checks_the_configuration(hip: Any) 
     ok(hip.hipModuleLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream,  # pointers to each argument
                                  [ctypes.addressof(value), ctypes.addressof(number)], None))
     ok(hip.hipModuleLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, [value, number]))  # hip-python packs
-    ok(hip.hipModuleLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, None))
     ok(hip.hipStreamSynchronize(stream))
     packed = (0x1122).to_bytes(8, "little") + (7).to_bytes(4, "little")
     assert seen == [(b"\x01" * 12, (4, 2, 1), (128, 2, 1), 1024, 0), (packed, (1, 1, 1), (1, 1, 1), 0, 0),
-                    (packed, (1, 1, 1), (1, 1, 1), 0, 0), (b"", (1, 1, 1), (1, 1, 1), 0, 0)]
+                    (packed, (1, 1, 1), (1, 1, 1), 0, 0)]
     cuda_style, *_keep = extra_array(b"\x01", end=0)  # CUDA ends the array with 0, HIP with 3
     bad = {
         "cuda end marker": (lambda: hip.hipModuleLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None,
@@ -376,9 +380,12 @@ def test_launch_passes_the_argument_blob_and_checks_the_configuration(hip: Any) 
                        "hipErrorInvalidConfiguration"),
         "launch bounds": (lambda: launch(hip, function, stream, block=(512, 1, 1)), "hipErrorLaunchFailure"),
         "null function": (lambda: launch(hip, 0, stream), "hipErrorInvalidHandle"),
+        "no arguments for a kernel that takes some": (
+            lambda: hip.hipModuleLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, None, None),
+            "hipErrorInvalidValue"),
     }
     assert {what: code(call()) for what, (call, _) in bad.items()} == {what: c for what, (_, c) in bad.items()}
-    assert len(seen) == 4
+    assert len(seen) == 3
     ok(launch(hip, function, stream))  # a launch-bounds failure poisons nothing
     ok(hip.hipStreamSynchronize(stream))
 
@@ -409,6 +416,99 @@ def test_function_attributes_and_occupancy(hip: Any) -> None:
     assert ok(hip.hipModuleOccupancyMaxPotentialBlockSize(function, 32768, 100)) == (2 * 104, 64)
     assert hip.hipModuleOccupancyMaxPotentialBlockSize(function, 65537, 0) == (hip.hipError_t.hipErrorInvalidValue, 0,
                                                                                0)
+
+
+def test_kernel_arguments_are_read_as_the_code_object_metadata_lays_them_out(hip: Any) -> None:
+    """saxpy(float, const float*, float*, int) and multiargs(char, int*, short), described by the
+    code object's NT_AMDGPU_METADATA note (hidden arguments after the explicit ones)."""
+    seen: list[bytes] = []
+    for kernel in ("saxpy", "multiargs"):
+        standin.register_kernel(kernel, lambda params, *_: seen.append(params), param_sizes=(64,))  # the note wins
+    image = images.code_object("gfx90a", kernels=("saxpy", "multiargs"), args={"saxpy": (4, 8, 8, 4),
+                                                                               "multiargs": (1, 8, 2)},
+                               launch_bounds={"multiargs": 128})
+    module = ok(hip.hipModuleLoadData(image))
+    saxpy, multiargs = (ok(hip.hipModuleGetFunction(module, name)) for name in (b"saxpy", b"multiargs"))
+    stream = ok(hip.hipStreamCreateWithFlags(1))
+    blob = struct.pack("<b7xQh6x", -3, 0x1000, 7)  # multiargs's arguments as a padded C struct
+    a, x, n = ctypes.c_float(2.0), ctypes.c_uint64(0xA0), ctypes.c_int32(9)
+    ok(hip.hipModuleLaunchKernel(saxpy, 1, 1, 1, 1, 1, 1, 0, stream,
+                                 [ctypes.addressof(a), ctypes.addressof(x), ctypes.addressof(x), ctypes.addressof(n)],
+                                 None))
+    ok(launch(hip, multiargs, stream, blob, block=(128, 1, 1)))  # 24 bytes: HIP reads the 18 it needs
+    assert code(launch(hip, multiargs, stream, blob, block=(256, 1, 1))) == "hipErrorLaunchFailure"  # the note's bound
+    reversed_keys = (ctypes.c_void_p * 5)(2, 0, 1, 0, 3)  # HIP reads only {POINTER, p, SIZE, &size, END}
+    assert code(hip.hipModuleLaunchKernel(multiargs, 1, 1, 1, 1, 1, 1, 0, stream, None,
+                                          ctypes.addressof(reversed_keys))) == "hipErrorInvalidValue"
+    ok(hip.hipStreamSynchronize(stream))
+    assert seen == [struct.pack("<f4xQQi", 2.0, 0xA0, 0xA0, 9), blob[:18]]
+
+
+def test_code_objects_clang_builds_carry_their_argument_layout() -> None:
+    clang = hiprtc.find_clang()
+    if clang is None:
+        pytest.skip("no clang >= 20 with the AMDGPU target: nothing to build a real code object with")
+    source = ('#define __global__ __attribute__((global))\n'
+              'extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {}\n'
+              'extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256)))\n'
+              'void multiargs(char a, int* b, short c) {}\n')
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder)
+        (path / "k.hip").write_text(source)
+        subprocess.run([clang, "-x", "hip", "--offload-arch=gfx90a", "-nogpulib", "-nogpuinc", "--cuda-device-only",
+                        "--no-gpu-bundle-output", "-O2", "-o", str(path / "k.co"), str(path / "k.hip")],
+                       check=True, capture_output=True, timeout=120)
+        code_object = parse_code_object((path / "k.co").read_bytes())
+    assert code_object.params == {"saxpy": [(0, 4), (8, 8), (16, 8), (24, 4)], "multiargs": [(0, 1), (8, 8), (16, 2)]}
+    assert code_object.max_threads == {"saxpy": 1024, "multiargs": 256}
+
+
+def test_pointer_attributes_describe_hip_memory_and_unregistered_memory(hip: Any) -> None:
+    ok(hip.hipSetDevice(1))
+    on_one = ok(hip.hipMalloc(64))
+    ok(hip.hipSetDevice(0))
+    device, managed = ok(hip.hipMalloc(64)), ok(hip.hipMallocManaged(64, hip.hipMemAttachGlobal))
+    pinned = ok(hip.hipHostMalloc(64, hip.hipHostMallocMapped))
+    buffer = ctypes.create_string_buffer(64)
+    registered = ctypes.addressof(buffer)
+    ok(hip.hipHostRegister(registered, 64, hip.hipHostRegisterMapped))
+    kinds = hip.hipMemoryType
+    rows = {  # pointer: (type, device, devicePointer, hostPointer, isManaged, allocationFlags)
+        device + 8: (kinds.hipMemoryTypeDevice, 0, device + 8, 0, 0, 0),
+        on_one: (kinds.hipMemoryTypeDevice, 1, on_one, 0, 0, 0),
+        managed + 1: (kinds.hipMemoryTypeManaged, 0, managed + 1, managed + 1, 1, hip.hipMemAttachGlobal),
+        pinned: (kinds.hipMemoryTypeHost, 0, pinned, pinned, 0, hip.hipHostMallocMapped),
+        registered + 4: (kinds.hipMemoryTypeHost, 0, registered + 4, registered + 4, 0, hip.hipHostRegisterMapped),
+    }
+    for pointer, expected in rows.items():
+        found = ok(hip.hipPointerGetAttributes(pointer))
+        assert (found.type, found.device, int(found.devicePointer), int(found.hostPointer), found.isManaged,
+                found.allocationFlags) == expected, hex(pointer)
+    # ROCm 6+: memory HIP does not know is "unregistered", with hipSuccess.
+    pageable = ctypes.create_string_buffer(64)
+    found = ok(hip.hipPointerGetAttributes(ctypes.addressof(pageable)))
+    assert (found.type, found.device, int(found.devicePointer), int(found.hostPointer)) == (
+        kinds.hipMemoryTypeUnregistered, hip.hipInvalidDeviceId, 0, 0)
+    assert code(hip.hipPointerGetAttributes(0)) == "hipErrorInvalidValue"
+    ok(hip.hipFree(device))
+    assert ok(hip.hipPointerGetAttributes(device)).type == kinds.hipMemoryTypeUnregistered
+
+
+def test_device_reset_destroys_what_the_current_device_held(hip: Any) -> None:
+    stream, event = ok(hip.hipStreamCreateWithFlags(1)), ok(hip.hipEventCreateWithFlags(0))
+    pointer = ok(hip.hipMalloc(64))
+    module = ok(hip.hipModuleLoadData(images.code_object()))
+    ok(hip.hipSetDevice(1))
+    kept = ok(hip.hipMalloc(64))
+    ok(hip.hipSetDevice(0))
+    ok(hip.hipDeviceReset())
+    assert code(hip.hipStreamQuery(stream)) == "hipErrorContextIsDestroyed"
+    assert code(hip.hipEventQuery(event)) == "hipErrorInvalidHandle"
+    assert code(hip.hipFree(pointer)) == "hipErrorInvalidValue"
+    assert code(hip.hipModuleGetFunction(module, b"foo")) == "hipErrorInvalidHandle"
+    assert standin.state().devices[0].used == 0
+    ok(hip.hipFree(kept))  # device 1 was not reset
+    ok(hip.hipStreamSynchronize(ok(hip.hipStreamCreateWithFlags(1))))  # device 0 works afresh
 
 
 # ---- images ----------------------------------------------------------------------------------------
@@ -497,14 +597,14 @@ def _functions() -> dict[str, Any]:
 def test_every_function_has_the_real_signature() -> None:
     real = _real()
     functions = _functions()
-    assert len(functions) == 52
+    assert len(functions) == 54
     for name, function in functions.items():
         assert inspect.signature(function) == inspect.signature(getattr(real, name)), name
 
 
 def test_enums_and_constants_have_the_real_values() -> None:
     real = _real()
-    for enum in ("hipError_t", "hipDeviceAttribute_t", "hipFunction_attribute"):
+    for enum in ("hipError_t", "hipDeviceAttribute_t", "hipFunction_attribute", "hipMemoryType"):
         ours, theirs = getattr(standin.hip, enum), getattr(real, enum)
         assert {n: int(m) for n, m in ours.__members__.items()} == {n: int(m) for n, m in theirs.__members__.items()}
     for constant in ("hipStreamDefault", "hipStreamNonBlocking", "hipEventDefault", "hipEventBlockingSync",
@@ -514,11 +614,15 @@ def test_enums_and_constants_have_the_real_values() -> None:
                      "hipHostMallocNonCoherent", "hipMemAttachGlobal", "hipMemAttachHost", "hipMemAttachSingle",
                      "hipHostRegisterDefault", "hipHostRegisterPortable", "hipHostRegisterMapped",
                      "hipHostRegisterIoMemory", "hipExtHostRegisterCoarseGrained",
-                     "HIP_LAUNCH_PARAM_BUFFER_POINTER", "HIP_LAUNCH_PARAM_BUFFER_SIZE", "HIP_LAUNCH_PARAM_END"):
+                     "HIP_LAUNCH_PARAM_BUFFER_POINTER", "HIP_LAUNCH_PARAM_BUFFER_SIZE", "HIP_LAUNCH_PARAM_END",
+                     "hipInvalidDeviceId"):
         assert getattr(standin.hip, constant) == int(getattr(real, constant)), constant
     props = real.hipDeviceProp_t()
     for field in vars(standin.hip.hipDeviceProp_t()):
         assert hasattr(props, field), field
+    attributes = real.hipPointerAttribute_t()
+    for field in vars(standin.hip.hipPointerAttribute_t()):
+        assert hasattr(attributes, field), field
 
 
 def test_replay_accepts_recorded_calls_and_reports_refused_arguments(hip: Any) -> None:

@@ -10,6 +10,7 @@ only one driver has is pinned in tests/test_cuda_standin.py and tests/test_hip_s
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 import time
@@ -239,6 +240,50 @@ def test_kernel_faults_are_asynchronous_and_sticky(drv: StandinDriver) -> None:
     drv.after_sticky_fault()
 
 
+def test_a_sticky_fault_lasts_until_a_fresh_driver(drv: StandinDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in the process recovers a poisoned device (drv.after_sticky_fault: release,
+    retain, reset, device reset); only a new simulated driver, a new process, starts clean."""
+    drv.select(0)
+    drv.standin.poison(0, drv.member("LAUNCH_FAILED"))
+    drv.after_sticky_fault()
+    drv.make_current(0)
+    assert code(drv.alloc(8)) == drv.status("LAUNCH_FAILED")
+    drv.standin.shutdown()
+    drv.start(monkeypatch)  # reset(): a fresh driver
+    ok(drv.alloc(8))
+
+
+def test_launch_buffer_sizes_follow_the_driver(drv: StandinDriver) -> None:
+    """saxpy(float, const float*, float*, int): parameters at 0, 8, 16, 24, ending at byte 28.
+    CUDA (the H100): 28 bytes launch, 32 (rounded up to the struct's alignment) fail at the call
+    with nothing enqueued and nothing poisoned; HIP ignores the size. A size short of the
+    parameters launches on both, and the kernel reads garbage past the end of the buffer."""
+    seen: list[bytes] = []
+    drv.standin.register_kernel("saxpy", lambda params, *_: seen.append(params))
+    function = drv.kernel("saxpy", (4, 8, 8, 4))
+    stream = drv.stream()
+    blob = bytes(range(1, 33))
+    ok(drv.launch(function, stream, blob[:28]))
+    oversized = drv.launch(function, stream, blob)
+    if drv.oversized_buffer_status is None:
+        ok(oversized)
+    else:
+        assert code(oversized) == drv.oversized_buffer_status
+        assert "28" in drv.standin.diagnostics[-1]
+    ok(drv.launch(function, stream, blob[:24]))
+    ok(drv.sync(stream))
+    ok(drv.alloc(8))  # a refused launch poisons nothing
+
+    def parameters(params: bytes) -> list[bytes]:  # what the kernel reads (not the padding at 4..7)
+        assert len(params) == 28
+        return [params[0:4], params[8:16], params[16:24], params[24:28]]
+
+    passed, short = parameters(blob[:28]), parameters(blob[:24] + drv.standin.GARBAGE)
+    expected = [passed, passed, short] if drv.oversized_buffer_status is None else [passed, short]
+    assert [parameters(params) for params in seen] == expected
+    assert drv.standin.GARBAGE == bytes.fromhex("deadbeef")
+
+
 def test_non_sticky_faults_are_reported_once_and_poison_acts_at_once(drv: StandinDriver) -> None:
     function = drv.kernel("foo")
     stream = drv.stream()
@@ -255,8 +300,8 @@ def test_non_sticky_faults_are_reported_once_and_poison_acts_at_once(drv: Standi
     ok(drv.launch(function, stream))
     assert code(drv.sync(stream)) == drv.status("LAUNCH_FAILED")
     assert "ZeroDivisionError" in drv.standin.diagnostics[-1]
-    drv.standin.poison(1, drv.member("ASSERT"))
     drv.select(1)
+    drv.standin.poison(1, drv.member("ASSERT"))
     assert code(getattr(drv.m, drv.functions["stream_create"])(0)) == drv.status("ASSERT")
     assert drv.standin.STICKY == drv.sticky
 
@@ -280,3 +325,140 @@ def test_injected_failures_do_nothing_and_calls_are_recorded(drv: StandinDriver)
     if drv.checks_injected_codes:
         with pytest.raises(ValueError):
             drv.standin.inject(alloc, 12345)  # no status of the driver: the bindings could not return it
+
+
+# ---- untimed events and what work costs ------------------------------------------------------------
+
+def test_untimed_events_do_everything_but_time(drv: StandinDriver) -> None:
+    stream, other = drv.stream(), drv.stream()
+    untimed, also_untimed, timed = drv.event(timed=False), drv.event(timed=False), drv.event()
+    gate, after = Gate(), HostFn()
+    gate.launch(drv.m, stream)
+    ok(drv.record(untimed, stream))
+    ok(drv.record(timed, stream))
+    ok(drv.wait(other, untimed))
+    after.launch(drv.m, other)
+    assert code(drv.event_query(untimed)) == drv.status("NOT_READY")
+    assert gate.entered.wait(WAIT) and after.threads == []  # the wait holds the other stream
+    gate.opened.set()
+    ok(drv.event_sync(untimed))
+    ok(drv.event_query(untimed))
+    ok(drv.sync(other))
+    assert len(after.threads) == 1
+    ok(drv.record(also_untimed, stream))
+    ok(drv.event_sync(also_untimed))
+    for start, end in ((untimed, also_untimed), (timed, untimed), (untimed, timed)):
+        assert code(drv.elapsed(start, end)) == drv.status("INVALID_HANDLE")  # recorded and complete, untimed
+    assert ok(drv.elapsed(timed, timed)) == 0.0
+
+
+def test_costs_count_host_functions_events_and_launches_at_the_h100_prices(
+        drv: StandinDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+    costs = drv.standin.costs
+    assert costs() == drv.standin.Costs()  # a fresh driver has done nothing
+    stream = drv.stream()
+    function = drv.kernel("foo")
+    ok(drv.alloc(64))
+    ok(drv.sync(stream))
+    assert costs().driver_time_us == 0.0  # streams, memory, modules and syncs are not counted
+    HostFn().launch(drv.m, stream)
+    HostFn().launch(drv.m, stream)
+    drv.event()
+    drv.event(timed=False)
+    drv.event(timed=False)
+    ok(drv.launch(function, stream, b"\x01"))
+    ok(drv.sync(stream))
+    spent = costs()
+    assert (spent.host_functions, spent.timed_events, spent.untimed_events, spent.launches) == (2, 1, 2, 1)
+    assert spent.driver_time_us == pytest.approx(2 * 50.0 + 7.2 + 2 * 1.8 + 3.6)
+    drv.standin.shutdown()
+    drv.start(monkeypatch)  # the counters reset with the driver
+    assert costs() == drv.standin.Costs()
+
+
+# ---- when asynchronous copies return ----------------------------------------------------------------
+
+def _in_thread(drv: StandinDriver, call: Any) -> tuple[threading.Thread, list[Any]]:
+    """Run ``call()`` on a new thread with device 0 current; (the thread, [its result] once done)."""
+    result: list[Any] = []
+
+    def run() -> None:
+        drv.enter_thread()
+        result.append(call())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, result
+
+
+def test_copies_with_pageable_memory_stage_the_source_and_wait_to_write_the_destination(drv: StandinDriver) -> None:
+    stream = drv.stream()
+    pointer = ok(drv.alloc(16))
+    gate = Gate()
+    gate.launch(drv.m, stream)
+    source = bytearray(b"pageable source!")
+    ok(drv.copy_in(pointer, source, stream))  # returns at once behind the gate
+    source[:] = bytes(16)  # the driver staged it: reusing the source changes nothing
+    assert drv.standin.read(int(pointer), 16) == bytes(16)  # the device write stays in stream order
+    target = ctypes.create_string_buffer(16)
+    thread, result = _in_thread(drv, lambda: drv.copy_out(ctypes.addressof(target), pointer, 16, stream))
+    thread.join(0.2)
+    assert thread.is_alive() and result == []  # into pageable memory: the call waits for the stream
+    gate.opened.set()
+    thread.join(WAIT)
+    ok(result[0])
+    assert target.raw == b"pageable source!"  # written when the call returned
+
+
+def test_copies_with_page_locked_memory_return_at_once_and_run_in_stream_order(drv: StandinDriver) -> None:
+    stream = drv.stream()
+    pointer = ok(drv.alloc(8))
+    pinned = drv.host_alloc(16)
+    ctypes.memmove(pinned, b"pinned!!", 8)
+    gate = Gate()
+    gate.launch(drv.m, stream)
+    ok(drv.copy_in(pointer, pinned, stream, 8))
+    ctypes.memmove(pinned, b"changed!", 8)  # read later, in stream order: the copy sees this
+    ok(drv.copy_out(pinned + 8, pointer, 8, stream))  # returns at once
+    assert ctypes.string_at(pinned + 8, 8) == bytes(8)
+    gate.opened.set()
+    ok(drv.sync(stream))
+    assert ctypes.string_at(pinned, 16) == b"changed!changed!"
+
+
+def test_a_copy_into_pageable_memory_behind_a_host_function_that_waits_for_the_caller_fails(
+        drv: StandinDriver) -> None:
+    """On a GPU this deadlocks (the H100: the conformance suite's fill cases timed out); the
+    stand-in gives up after ``blocking_call_timeout`` seconds, fails the call and drops the copy."""
+    drv.standin.state().blocking_call_timeout = 0.2
+    stream = drv.stream()
+    pointer = ok(drv.alloc(8))
+    ok(drv.fill32(pointer, 0x01020304, 2, stream))
+    gate = Gate()
+    gate.launch(drv.m, stream)
+    target = ctypes.create_string_buffer(8)
+    assert code(drv.copy_out(ctypes.addressof(target), pointer, 8, stream)) == drv.status("UNKNOWN")
+    assert "pageable" in drv.standin.diagnostics[-1] and "host function" in drv.standin.diagnostics[-1]
+    gate.opened.set()
+    ok(drv.sync(stream))
+    assert target.raw == bytes(8)  # the dropped copy never writes into the caller's memory
+
+
+def test_large_pageable_copies_to_the_device(drv: StandinDriver) -> None:
+    """CUDA staged every pageable source the H100 was given; HIP stages up to ROCclr's staging
+    size and waits for the stream beyond it (clr hip_memory.cpp ihipMemcpy)."""
+    limit = drv.staged_copy_limit
+    size = (limit or 1 << 20) + 4096
+    stream = drv.stream()
+    pointer = ok(drv.alloc(size))
+    gate = Gate()
+    gate.launch(drv.m, stream)
+    source = bytearray(b"\x5a" * size)
+    thread, result = _in_thread(drv, lambda: drv.copy_in(pointer, source, stream))
+    thread.join(0.2)
+    assert thread.is_alive() == (limit is not None)
+    gate.opened.set()
+    thread.join(WAIT)
+    ok(result[0])
+    ok(drv.sync(stream))
+    assert drv.standin.read(int(pointer), size) == bytes(source)

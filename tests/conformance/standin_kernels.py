@@ -11,8 +11,11 @@ An access outside every allocation of the stand-in (or outside the block's share
 kernel fault with the driver's illegal-address code, as on a GPU, never a stray host write.
 
 It also builds the images the stand-ins load in place of hiprtc/NVRTC output: an AMDGPU code
-object (``hip_standin.images.code_object``) or PTX text declaring each kernel with its
-parameters, and each module-scope variable. Every image carries one more global,
+object (``hip_standin.images.code_object``, with a metadata note giving each kernel's explicit
+arguments, as clang writes it) or PTX text declaring each kernel with its parameters, and each
+module-scope variable. The stand-ins hand a body the parameters up to the end of the last one
+(the size a launch must pass, without the struct's tail padding); the body pads that to its
+``ctypes.Structure``. Every image carries one more global,
 ``__standin_source`` (the ``.cu`` file's name), so that a body can tell which module it runs
 in: bodies are registered by kernel name, and two sources define ``foo``; ``write``/``read``
 reach their module's ``global`` through it.
@@ -313,7 +316,8 @@ def code_object(source: str, arch: str) -> bytes:
 
     found = SOURCES[source]
     return images.code_object(arch, kernels=list(found.kernels),
-                              globals={**found.globals, SOURCE_MARKER: source.encode()})
+                              globals={**found.globals, SOURCE_MARKER: source.encode()},
+                              args={name: _param_sizes(kernel.params) for name, kernel in found.kernels.items()})
 
 
 _PTX_TYPES = {ctypes.c_void_p: ".u64", ctypes.c_ubyte: ".u8", ctypes.c_byte: ".u8", ctypes.c_short: ".u16",
@@ -379,14 +383,24 @@ def _dispatcher(package: ModuleType, kernel: str) -> Callable[[bytes, tuple[int,
         state = package.state()
         module, source = _module_running(state, kernel, device)
         impl = SOURCES[source].kernels[kernel]
-        # from_buffer_copy fails on a blob shorter than the parameter list: a launch failure
-        args = None if impl.params is None else impl.params.from_buffer_copy(params)
+        # The stand-ins pass the parameters up to the end of the last one; the struct has tail
+        # padding after it, which no parameter occupies. A blob shorter than the parameters
+        # (the stand-in's own layout unknown) fails from_buffer_copy: a launch failure.
+        args = None if impl.params is None else impl.params.from_buffer_copy(
+            params + bytes(max(0, ctypes.sizeof(impl.params) - len(params))) if len(params) >= _end(impl.params)
+            else params)
         try:
             impl.body(Launch(args, Dim3(grid), Dim3(block), shared_mem, DeviceMemory(state), module))
         except Fault as fault:
             raise package.KernelFault(ILLEGAL_ADDRESS, f"{source}.cu {kernel}: {fault}") from None
 
     return run
+
+
+def _end(params: type[ctypes.Structure]) -> int:
+    """Where the last parameter of ``params`` ends (the parameter buffer's size, no tail padding)."""
+    field_info = getattr(params, params._fields_[-1][0])
+    return int(field_info.offset + field_info.size)
 
 
 def _param_sizes(params: type[ctypes.Structure] | None) -> list[tuple[int, int]]:

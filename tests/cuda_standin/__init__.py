@@ -27,9 +27,19 @@ Controls:
 - :func:`inject`: make the next calls of a driver function fail with a code, doing nothing.
 - :func:`register_kernel`: a Python body for a kernel name; it may raise :class:`KernelFault`.
 - :func:`set_binary_symbols`: kernel and global names of cubin/fatbin images.
-- :func:`poison`: put a device's context in a sticky error state at once.
+- :func:`poison`: put a device's context in a sticky error state at once (it lasts until the
+  next :func:`reset`, as a sticky fault lasts for the process on a GPU).
+- :func:`costs`: what the driver was asked to do so far (host functions, timed and untimed
+  events, launches) and its simulated driver time at the H100's prices (standin_common.costs).
 - :data:`calls` (every call as ``(name, args)``), :data:`diagnostics` (why a call failed),
-  :func:`state` (the simulated driver, for white-box checks), :func:`read` / :func:`write`.
+  :func:`state` (the simulated driver, for white-box checks; ``state().blocking_call_timeout``
+  is how long a copy into pageable memory waits for its stream before failing), :func:`read` /
+  :func:`write`.
+- :data:`GARBAGE`: what a kernel reads past the end of a too-short ``extra`` parameter buffer.
+
+What the stand-in does that the H100 showed (launch buffer sizes, sticky faults, when copies
+return, event and host-function prices) is documented where it is simulated: driver.py,
+_kernels.py, _memory.py and standin_common.
 """
 
 from __future__ import annotations
@@ -43,14 +53,17 @@ from typing import Any
 import pytest
 from standin_common import calls as _calls
 from standin_common import engine as _engine
+from standin_common.arguments import GARBAGE
 from standin_common.controls import KernelBody, KernelFault
+from standin_common.costs import Costs
 
 from . import _runtime, driver
 from ._devices import DeviceSpec
 from ._runtime import STICKY, calls, diagnostics
 
-__all__ = ["STICKY", "DeviceSpec", "KernelFault", "calls", "diagnostics", "driver", "inject", "install", "poison",
-           "read", "register_kernel", "reset", "set_binary_symbols", "shutdown", "state", "write"]
+__all__ = ["GARBAGE", "STICKY", "Costs", "DeviceSpec", "KernelFault", "calls", "costs", "diagnostics", "driver",
+           "inject", "install", "poison", "read", "register_kernel", "reset", "set_binary_symbols", "shutdown", "state",
+           "write"]
 
 
 def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 12040, init_error: Any = None,
@@ -129,6 +142,11 @@ def poison(device: int = 0, code: Any = 700) -> None:
     """Put device ``device``'s context in the sticky error state ``code`` (default ILLEGAL_ADDRESS),
     as if a kernel had just faulted."""
     _calls.poison(_runtime.STATE, device, int(code))
+
+
+def costs() -> Costs:
+    """What the running driver was asked to do since it started, and its simulated driver time."""
+    return _runtime.STATE.costs.snapshot()
 
 
 def state() -> _runtime.CudaState:

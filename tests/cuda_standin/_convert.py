@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from standin_common import modules
+from standin_common import arguments, modules
 
 from ._types import CUjit_option
 
@@ -82,4 +82,4 @@ def packed_params(kernelParams: Any, function: modules.Function) -> bytes:
             align = 8 if kind is None else ctypes.alignment(kind)
             blob += bytes(-len(blob) % align) + data
         return bytes(blob)
-    return modules.packed_params(address(kernelParams), function)
+    return arguments.packed_params(address(kernelParams), function)

@@ -3,6 +3,14 @@
 TEST DOUBLE, not NVIDIA code. ``cuModuleLoadDataEx`` reads PTX, cubin and fatbin images (see
 ``_images``) in the current context; a launch is checked against the device's limits and the
 kernel's, then runs the Python body registered under the kernel's name (standin_common.modules).
+
+A kernel's parameter layout comes from its PTX ``.param`` list (C alignment), else from the
+``param_sizes`` given to ``register_kernel`` (cubin and fatbin images: the stand-in reads no
+``.nv.info`` section). ``cuFuncGetParamInfo`` answers from it: (offset, size) of parameter *i*,
+CUDA_ERROR_INVALID_VALUE for the first index past the last parameter (as on the H100), and
+CUDA_ERROR_NOT_SUPPORTED, with a diagnostic, where the stand-in knows no layout (a limitation of
+the stand-in, not the driver's answer). ``cuLaunchKernel``'s ``extra`` buffer size is checked
+against the end of the last parameter as the H100 does (standin_common.arguments).
 """
 # ruff: noqa: N803  # parameter names follow cuda.bindings.driver
 
@@ -11,12 +19,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from standin_common import modules
-from standin_common.controls import DriverError, fail
+from standin_common import arguments, modules
+from standin_common.controls import DriverError, c_layout, fail
 
 from . import _images
 from . import _runtime as r
-from ._convert import as_int, jit_options, packed_params, write_log
+from ._convert import as_int, jit_options, packed_params, unsigned, write_log
 from ._types import CU_LAUNCH_PARAM_END, CUdeviceptr, CUfunction, CUjit_option, CUmodule, CUresult
 
 
@@ -42,7 +50,8 @@ def cuModuleLoadDataEx(image: Any, numOptions: int, options: Any, optionValues: 
         raise fail(int(getattr(CUresult, err.code_name)), err.log or err.code_name) from None
     module = modules.load(
         st, ctx, {name: (variable.size, variable.init) for name, variable in info.globals.items()},
-        [modules.KernelEntry(name, kernel.max_threads, kernel.params) for name, kernel in info.kernels.items()],
+        [modules.KernelEntry(name, kernel.max_threads, None if kernel.params is None else c_layout(kernel.params))
+         for name, kernel in info.kernels.items()],
         r.CONTROLS, device.attr("MAX_THREADS_PER_BLOCK"), device.attr("MAX_SHARED_MEMORY_PER_BLOCK"))
     return (CUmodule(module.handle),)
 
@@ -145,10 +154,25 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int, blockDim
         raise fail(1, "cuLaunchKernel: kernelParams and extra are both given")
     impl = r.CONTROLS.kernel(function.name)
     modules.params_layout(function, impl)
-    params = modules.extra_blob(extra_address, CU_LAUNCH_PARAM_END) if extra_address else (
-        packed_params(kernelParams, function) if has_params else b"")
+    if extra_address:
+        params = arguments.cuda_blob(function, *arguments.cuda_extra(extra_address, CU_LAUNCH_PARAM_END))
+    else:
+        params = packed_params(kernelParams, function) if has_params else b""
     modules.launch(st, queue, ctx, impl, params, grid, block, shared)
     return ()
+
+
+@r.api(2)
+def cuFuncGetParamInfo(func: Any, paramIndex: int) -> tuple[int, int]:
+    function = _function(func)
+    index = unsigned(paramIndex)
+    modules.params_layout(function, r.CONTROLS.kernel(function.name))
+    if function.params is None:
+        raise fail(801, f"cuFuncGetParamInfo: the stand-in does not know the parameters of {function.name!r} (a "
+                        f"cubin or fatbin: give param_sizes to cuda_standin.register_kernel)")
+    if index >= len(function.params):  # how a caller counts the parameters: no diagnostic
+        raise DriverError(1)
+    return function.params[index]
 
 
 @r.api(2)

@@ -45,12 +45,15 @@ class CudaState(e.State):
         self.binary_globals: dict[str, int] = {}
 
     def current(self, allow_sticky: bool = False) -> e.Context:
-        """The calling thread's current, active context (INVALID_CONTEXT otherwise)."""
+        """The calling thread's current, active context (INVALID_CONTEXT otherwise); its sticky
+        fault, if it has one, even once it was released."""
         ctx = getattr(self.tls, "ctx", None)
-        if ctx is None or not ctx.active:
+        if ctx is None:
             raise DriverError(201)
-        if ctx.sticky is not None and not allow_sticky:
+        if ctx.sticky is not None and (not allow_sticky or not ctx.active):
             raise DriverError(ctx.sticky)
+        if not ctx.active:
+            raise DriverError(201)
         return ctx
 
 

@@ -170,11 +170,27 @@ class _CUmemAttach_flags(IntFlag):  # noqa: N801  # the bindings' name
     CU_MEM_ATTACH_SINGLE = 4
 
 
+class _CUpointer_attribute(IntEnum):  # noqa: N801  # the bindings' name
+    CU_POINTER_ATTRIBUTE_CONTEXT = 1
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3
+    CU_POINTER_ATTRIBUTE_HOST_POINTER = 4
+    CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+
+
+class _CUmemorytype(IntEnum):  # noqa: N801  # the bindings' name
+    CU_MEMORYTYPE_HOST = 1
+    CU_MEMORYTYPE_DEVICE = 2
+    CU_MEMORYTYPE_ARRAY = 3
+    CU_MEMORYTYPE_UNIFIED = 4
+
+
 _FALLBACKS: dict[str, Any] = {
     "CUresult": _CUresult, "CUdevice_attribute": _CUdevice_attribute, "CUjit_option": _CUjit_option,
     "CUfunction_attribute": _CUfunction_attribute, "CUstream_flags": _CUstream_flags,
     "CUevent_flags": _CUevent_flags, "CUctx_flags": _CUctx_flags, "CUmemAttach_flags": _CUmemAttach_flags,
-    "CUuuid": _CUuuid,
+    "CUpointer_attribute": _CUpointer_attribute, "CUmemorytype": _CUmemorytype, "CUuuid": _CUuuid,
 }
 for _name in ("CUdevice", "CUcontext", "CUstream", "CUevent", "CUmodule", "CUfunction", "CUdeviceptr", "CUhostFn"):
     _FALLBACKS[_name] = _handle(_name)
@@ -196,6 +212,8 @@ CUstream_flags = pick("CUstream_flags")
 CUevent_flags = pick("CUevent_flags")
 CUctx_flags = pick("CUctx_flags")
 CUmemAttach_flags = pick("CUmemAttach_flags")
+CUpointer_attribute = pick("CUpointer_attribute")
+CUmemorytype = pick("CUmemorytype")
 CUdevice = pick("CUdevice")
 CUcontext = pick("CUcontext")
 CUstream = pick("CUstream")

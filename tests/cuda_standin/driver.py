@@ -24,9 +24,17 @@ Deliberate simplifications (documented here, pinned in tests/test_cuda_standin.p
 - the driver's "may return CUDA_ERROR_NOT_PERMITTED" for driver calls made from a host function
   is always applied;
 - ``cuMemAllocHost(0)`` and ``cuMemFree`` of an unknown pointer return CUDA_ERROR_INVALID_VALUE;
-  the last release of a primary context destroys what was made in it (host memory registered in
-  it included) and clears its sticky error, and the handle stays the same for the next retain
-  (as for a real primary context);
+  the last release of a primary context, or ``cuDevicePrimaryCtxReset``, destroys what was made
+  in it (host memory registered in it included), and the handle stays the same for the next
+  retain (as for a real primary context); a reset leaves the context unretained (refcount 0);
+- a sticky fault lasts for the process, as on the H100 (gpu-hardware-facts.md "Sticky faults"):
+  ``cuDevicePrimaryCtxRelease`` succeeds and the state reads inactive, ``cuDevicePrimaryCtxRetain``
+  then returns the fault, ``cuDevicePrimaryCtxReset`` succeeds and a retain after it still
+  returns the fault, and so do ``cuMemAlloc`` and every call that needs the context, even while
+  it is inactive; other devices are unaffected; only a fresh simulated driver
+  (``cuda_standin.reset()``/``install()``: a new process) clears it. Unmeasured choices: a
+  retain while the poisoned context is still retained returns the fault too, and calls on the
+  released, poisoned context return the fault rather than CUDA_ERROR_INVALID_CONTEXT;
 - registered host memory (``cuMemHostRegister``): a range that overlaps registered memory or a
   ``cuMemAllocHost`` allocation is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   ``cuMemHostUnregister`` takes the base address given to the register call (anything else is
@@ -51,6 +59,7 @@ from . import _types as t
 from ._convert import as_int
 from ._kernels import (  # noqa: F401  # the bindings' names
     cuFuncGetAttribute,
+    cuFuncGetParamInfo,
     cuFuncSetAttribute,
     cuLaunchKernel,
     cuModuleGetFunction,
@@ -84,6 +93,7 @@ from ._memory import (  # noqa: F401  # the bindings' names
     cuMemsetD8Async,
     cuMemsetD16Async,
     cuMemsetD32Async,
+    cuPointerGetAttribute,
 )
 from ._queues import (  # noqa: F401  # the bindings' names
     cuEventCreate,
@@ -115,7 +125,9 @@ from ._types import (  # noqa: F401  # re-exported: the bindings' names
     CUhostFn,
     CUjit_option,
     CUmemAttach_flags,
+    CUmemorytype,
     CUmodule,
+    CUpointer_attribute,
     CUresult,
     CUstream,
     CUstream_flags,
@@ -208,9 +220,23 @@ def cuDevicePrimaryCtxRetain(dev: Any) -> tuple[Any]:
     st = r.STATE
     ctx = r.device(st, dev).context
     with st.lock:
+        if ctx.sticky is not None:  # the H100: a retain after a sticky fault returns it, for ever
+            raise fail(ctx.sticky, f"cuDevicePrimaryCtxRetain: device {ctx.device.ordinal} had a sticky fault; "
+                                   f"nothing in this process recovers it")
         ctx.refcount += 1
         ctx.active = True
     return (CUcontext(ctx.handle),)
+
+
+@r.api()
+def cuDevicePrimaryCtxReset(dev: Any) -> tuple[()]:
+    st = r.STATE
+    ctx = r.device(st, dev).context
+    with st.lock:
+        ctx.refcount = 0
+        if ctx.active:
+            st.deactivate_locked(ctx)
+    return ()
 
 
 @r.api()

@@ -28,9 +28,15 @@ Controls:
   stream threads and free its memory.
 - :func:`inject`: make the next calls of a function fail with a code, doing nothing.
 - :func:`register_kernel`: a Python body for a kernel name; it may raise :class:`KernelFault`.
-- :func:`poison`: put a device in a sticky error state at once.
+- :func:`poison`: put a device in a sticky error state at once (it lasts until the next
+  :func:`reset`: on a real AMD GPU the runtime aborts the process on a device exception).
+- :func:`costs`: what the runtime was asked to do so far (host functions, timed and untimed
+  events, launches) and its simulated driver time, at the H100's prices (standin_common.costs).
 - :data:`calls` (every call as ``(name, args)``), :data:`diagnostics` (why a call failed),
-  :func:`state` (the simulated runtime, for white-box checks), :func:`read` / :func:`write`.
+  :func:`state` (the simulated runtime, for white-box checks; ``state().blocking_call_timeout``
+  is how long a copy with pageable memory waits for its stream before failing), :func:`read` /
+  :func:`write`.
+- :data:`GARBAGE`: what a kernel reads past the end of a too-short ``extra`` argument buffer.
 - :func:`replay_against_real`: replay recorded calls against the installed hip-python, to prove
   it accepts every argument the plugin passed.
 """
@@ -48,7 +54,9 @@ from typing import Any
 
 import pytest
 from standin_common import calls as _calls
+from standin_common.arguments import GARBAGE
 from standin_common.controls import KernelBody, KernelFault
+from standin_common.costs import Costs
 from standin_common.engine import State, shut_down
 
 from . import _runtime, hip, images
@@ -56,9 +64,9 @@ from ._devices import DeviceSpec
 from ._runtime import STICKY, calls, diagnostics
 from ._types import hipError_t
 
-__all__ = ["STICKY", "DeviceSpec", "KernelFault", "calls", "diagnostics", "hip", "images", "inject", "install",
-           "poison", "read", "real_module", "register_kernel", "replay_against_real", "reset", "shutdown", "state",
-           "write"]
+__all__ = ["GARBAGE", "STICKY", "Costs", "DeviceSpec", "KernelFault", "calls", "costs", "diagnostics", "hip", "images",
+           "inject", "install", "poison", "read", "real_module", "register_kernel", "replay_against_real", "reset",
+           "shutdown", "state", "write"]
 
 
 def reset(devices: int | Sequence[DeviceSpec] = 2, *, driver_version: int = 60342134, init_error: Any = None,
@@ -121,9 +129,10 @@ def register_kernel(name: str, fn: KernelBody,
     """Run ``fn(params, grid, block, shared_mem, device)`` on the stream's thread whenever a kernel
     called ``name`` is launched. ``params`` is the argument blob (bytes) the launch passed;
     ``device`` the ordinal. ``fn`` may raise :class:`KernelFault`. ``param_sizes`` ((size,
-    alignment) or size per parameter) lets launches through ``kernelParams`` pack arguments (code
-    objects here carry no argument metadata); ``max_threads`` is the kernel's launch bound
-    (default: the device's maxThreadsPerBlock). Modules loaded afterwards pick these up."""
+    alignment) or size per parameter) gives the kernel its argument layout where its code object
+    has no metadata note (``images.code_object`` writes one only when given ``args``);
+    ``max_threads`` is its launch bound where the note gives none (default: the device's
+    maxThreadsPerBlock). Modules loaded afterwards pick these up."""
     _runtime.CONTROLS.register_kernel(name, fn, param_sizes, max_threads)
 
 
@@ -131,6 +140,11 @@ def poison(device: int = 0, code: Any = 700) -> None:
     """Put device ``device`` in the sticky error state ``code`` (default hipErrorIllegalAddress),
     as if a kernel had just faulted there."""
     _calls.poison(_runtime.STATE, device, int(hipError_t(int(code))))
+
+
+def costs() -> Costs:
+    """What the running runtime was asked to do since it started, and its simulated driver time."""
+    return _runtime.STATE.costs.snapshot()
 
 
 def state() -> State:

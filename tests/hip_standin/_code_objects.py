@@ -9,6 +9,14 @@ TEST DOUBLE, not AMD code. It follows the AMDGPU ELF ABI as LLVM documents it (A
 - each kernel ``K`` has a kernel descriptor, the STT_OBJECT symbol ``K.kd``; every other defined
   STT_OBJECT symbol is a global variable of ``st_size`` bytes, initialised from its section's
   bytes (zero in SHT_NOBITS sections such as ``.bss``);
+- the ``NT_AMDGPU_METADATA`` note (type 32, owner "AMDGPU", in a SHT_NOTE section) is a
+  MessagePack map (read by the stand-in's own ``_msgpack``): each ``amdhsa.kernels`` entry names a
+  kernel (``.name``) and lists its kernel arguments (``.args``: ``.offset``, ``.size``,
+  ``.value_kind``). The explicit arguments, those whose value kind does not start with
+  ``hidden_``, are the kernel's parameter layout, as ROCclr builds a kernel's signature (rocclr
+  device/devkernel.cpp: hidden arguments go after the explicit ones and launches never pass
+  them); ``.max_flat_workgroup_size`` is the kernel's launch bound. A code object without the
+  note (the builders' default) leaves both unknown;
 - an offload bundle starts with ``__CLANG_OFFLOAD_BUNDLE__``, a uint64 entry count, then per entry
   uint64 offset, uint64 size, uint64 triple length and the triple (``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-``);
   HIP loads the entry whose target ID the device can run.
@@ -32,6 +40,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from . import _msgpack
+
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 ABI_VERSIONS = {2: 4, 3: 5, 4: 6}  # EI_ABIVERSION -> code object version
@@ -40,6 +50,8 @@ HIP_BUNDLE_KINDS = ("hip", "hipv4")  # offload kinds HIP loads (hip: code object
 AMDHSA_TRIPLE = "amdgcn-amd-amdhsa"
 
 INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_KERNEL_FILE = 200, 209, 218
+NT_AMDGPU_METADATA = 32
+NOTE_OWNER = b"AMDGPU"
 
 # EF_AMDGPU_MACH values of the GFX9+ processors (LLVM's ELF.h).
 MACHS = {
@@ -96,6 +108,8 @@ class CodeObject:
     version: int
     kernels: list[str] = field(default_factory=list)
     globals: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    params: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # kernel -> explicit (offset, size)s
+    max_threads: dict[str, int] = field(default_factory=dict)  # kernel -> .max_flat_workgroup_size
 
 
 def read_at(address: int) -> bytes:
@@ -205,6 +219,9 @@ def parse_code_object(image: bytes) -> CodeObject:
     try:
         elf = ELFFile(io.BytesIO(image))
         sections = list(elf.iter_sections())
+        for section in sections:
+            if section["sh_type"] == "SHT_NOTE":
+                _read_metadata(section.data(), code_object)
         for table in sections:
             if not isinstance(table, SymbolTableSection):
                 continue
@@ -218,9 +235,39 @@ def parse_code_object(image: bytes) -> CodeObject:
                         code_object.kernels.append(symbol.name[:-3])
                 elif symbol.name not in code_object.globals:
                     code_object.globals[symbol.name] = (entry.st_size, _initial_bytes(elf, entry))
-    except (ELFError, struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
+    except (ELFError, struct.error, ValueError, IndexError, UnicodeDecodeError, KeyError, TypeError) as exc:
         raise ImageError(INVALID_KERNEL_FILE, f"malformed AMDGPU code object: {exc}") from None
     return code_object
+
+
+def _notes(data: bytes) -> list[tuple[bytes, int, bytes]]:
+    """(owner, type, description) of each ELF note in a SHT_NOTE section's bytes (4-byte aligned)."""
+    notes, at = [], 0
+    while at + 12 <= len(data):
+        name_size, desc_size, kind = struct.unpack_from("<III", data, at)
+        at += 12
+        name = data[at:at + name_size].rstrip(b"\0")
+        at += -(-name_size // 4) * 4
+        desc = data[at:at + desc_size]
+        at += -(-desc_size // 4) * 4
+        if len(desc) != desc_size:
+            raise ValueError("a note runs past the end of its section")
+        notes.append((name, kind, desc))
+    return notes
+
+
+def _read_metadata(data: bytes, code_object: CodeObject) -> None:
+    """Each kernel's explicit argument layout and launch bound from an NT_AMDGPU_METADATA note."""
+    for owner, kind, desc in _notes(data):
+        if owner != NOTE_OWNER or kind != NT_AMDGPU_METADATA:
+            continue
+        metadata = _msgpack.unpack(desc)
+        for kernel in metadata.get("amdhsa.kernels", []):
+            name = kernel[".name"]
+            code_object.params[name] = [(int(arg[".offset"]), int(arg[".size"])) for arg in kernel.get(".args", [])
+                                        if not str(arg.get(".value_kind", "")).startswith("hidden_")]
+            if ".max_flat_workgroup_size" in kernel:
+                code_object.max_threads[name] = int(kernel[".max_flat_workgroup_size"])
 
 
 def _initial_bytes(elf: ELFFile, entry: Any) -> bytes:

@@ -14,7 +14,16 @@ launch as HIP's runtime does (codes from HIP's documentation and its launch vali
 - a block larger than the kernel's launch bounds (``register_kernel(max_threads=)``, default
   1024): hipErrorLaunchFailure, returned by the launch itself (it poisons nothing);
 - ``extra`` is HIP's ``{HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_BUFFER_SIZE,
-  &size, HIP_LAUNCH_PARAM_END}`` array (END is 3, not CUDA's 0): anything else is hipErrorInvalidValue.
+  &size, HIP_LAUNCH_PARAM_END}`` array, in exactly that order (END is 3, not CUDA's 0): anything
+  else is hipErrorInvalidValue. HIP does not check the size against the kernel's arguments: it
+  copies each explicit argument from ``buf`` at the offset the code object's metadata gives (see
+  standin_common.arguments), so a larger size launches and a smaller one makes the kernel read
+  what follows the buffer (the stand-in's garbage bytes);
+- a kernel with arguments launched with neither ``kernelParams`` nor ``extra``: hipErrorInvalidValue.
+
+A kernel's argument layout is the code object's (its NT_AMDGPU_METADATA note, see
+``_code_objects``), else the ``param_sizes`` given to ``register_kernel``; its launch bound the
+note's ``.max_flat_workgroup_size``, else ``register_kernel(max_threads=)``, else 1024.
 """
 # ruff: noqa: N803  # parameter names follow hip-python
 
@@ -23,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import math
 
+from standin_common import arguments
 from standin_common import engine as e
 from standin_common import modules as m
 from standin_common.controls import fail
@@ -63,7 +73,8 @@ def hipModuleLoadData(image: Ptr) -> tuple[int]:
         code_object = images.select(_image_bytes(image), device.processor, device.features)
     except images.ImageError as err:
         raise fail(err.code, f"hipModuleLoadData: {err.why}") from None
-    kernels = [m.KernelEntry(name) for name in code_object.kernels]
+    kernels = [m.KernelEntry(name, code_object.max_threads.get(name), code_object.params.get(name))
+               for name in code_object.kernels]
     module = m.load(st, ctx, code_object.globals, kernels, r.CONTROLS, device.attr("MaxThreadsPerBlock"),
                     device.attr("MaxSharedMemoryPerBlock"))
     return (module.handle,)
@@ -151,15 +162,19 @@ def _arguments(function: m.Function, kernelParams: list[int] | int | None,
     if kernelParams is not None and extra is not None:
         raise fail(1, "hipModuleLaunchKernel: kernelParams and extra are both given")
     if isinstance(extra, PackedArgs):
-        return bytes(extra)
+        return arguments.hip_blob(function, bytes(extra))
     if extra is not None:
-        return m.extra_blob(extra, end=HIP_LAUNCH_PARAM_END)
+        buffer, count = arguments.hip_extra(extra, end=HIP_LAUNCH_PARAM_END)
+        return arguments.hip_blob(function, arguments.hip_buffer(buffer, count, function))
     if kernelParams is None:
+        if function.params:  # HIP: a kernel with parameters needs kernelParams or extra
+            raise fail(1, f"hipModuleLaunchKernel: {function.name!r} takes {len(function.params)} arguments, "
+                          f"neither kernelParams nor extra gives them")
         return b""
     if isinstance(kernelParams, list):
         array = (ctypes.c_void_p * max(1, len(kernelParams)))(*kernelParams)
-        return m.packed_params(ctypes.addressof(array), function)
-    return m.packed_params(kernelParams, function)
+        return arguments.packed_params(ctypes.addressof(array), function)
+    return arguments.packed_params(kernelParams, function)
 
 
 @r.api()

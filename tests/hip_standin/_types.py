@@ -6,7 +6,7 @@ checks every one against the real module where it is installed. Enums are ``IntE
 hip-python; C strings come back as :class:`CStr` (``bytes`` whose ``str()`` is the text, as
 hip-python's ``CStr`` decodes).
 """
-# ruff: noqa: N801, N816  # hip-python's names
+# ruff: noqa: N801, N803, N816  # hip-python's names
 
 from __future__ import annotations
 
@@ -79,7 +79,10 @@ def _enum(name: str, table: str, prefix: str) -> Any:
     return enum
 
 
+_MEMORY_TYPES = "Unregistered=0 Host=1 Device=2 Managed=3 Array=10 Unified=11"
+
 hipError_t = _enum("hipError_t", _ERRORS, "hipError")
+hipMemoryType = _enum("hipMemoryType", _MEMORY_TYPES, "hipMemoryType")
 hipDeviceAttribute_t = _enum("hipDeviceAttribute_t", _ATTRIBUTES, "hipDeviceAttribute")
 hipFunction_attribute = _enum("hipFunction_attribute", _FUNCTION_ATTRIBUTES, "HIP_FUNC_ATTRIBUTE_")
 
@@ -114,6 +117,7 @@ hipExtHostRegisterCoarseGrained = 8
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 1
 HIP_LAUNCH_PARAM_BUFFER_SIZE = 2
 HIP_LAUNCH_PARAM_END = 3  # CUDA's CU_LAUNCH_PARAM_END is 0
+hipInvalidDeviceId = -2
 
 _MESSAGES = {
     0: "no error", 1: "invalid argument", 2: "out of memory", 3: "initialization error", 4: "driver shutting down",
@@ -197,3 +201,22 @@ class hipDeviceProp_t:
 
     def __repr__(self) -> str:
         return f"<hipDeviceProp_t {self.name!r} {self.gcnArchName!r} (hip_standin)>"
+
+
+class hipPointerAttribute_t:
+    """What hipPointerGetAttributes fills in. hip-python's struct hands ``devicePointer`` and
+    ``hostPointer`` out as its ``Pointer`` objects (``int()`` gives the address); the stand-in's
+    are the ints themselves."""
+
+    def __init__(self, type: Any = None, device: int = 0, devicePointer: int = 0,  # noqa: A002  # HIP's field
+                 hostPointer: int = 0, isManaged: int = 0, allocationFlags: int = 0) -> None:
+        self.type = hipMemoryType.hipMemoryTypeUnregistered if type is None else type
+        self.device = device
+        self.devicePointer = devicePointer
+        self.hostPointer = hostPointer
+        self.isManaged = isManaged
+        self.allocationFlags = allocationFlags
+
+    def __repr__(self) -> str:
+        return (f"<hipPointerAttribute_t {self.type.name} device={self.device} devicePointer={self.devicePointer:#x} "
+                f"hostPointer={self.hostPointer:#x} (hip_standin)>")

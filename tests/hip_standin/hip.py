@@ -27,6 +27,16 @@ Deliberate simplifications and choices (pinned in tests/test_hip_standin.py):
   implicit hipDeviceSynchronize"); freeing an unknown pointer, or a host pointer with hipFree
   (a device pointer with hipHostFree), is hipErrorInvalidValue;
 - HIP calls from a host function return hipErrorNotSupported (HIP: "must not make any HIP API calls");
+- a sticky fault lasts for the process: hipDeviceReset succeeds (HIP documents hipSuccess only)
+  and destroys the device's streams, events, modules and memory, but the device stays poisoned
+  until the stand-in is reset (a new process). On a real AMD GPU a device exception aborts the
+  process (ROCclr rocdevice.cpp ``callbackQueue`` calls ``abort()``), so nothing recovers either;
+- ``hipPointerGetAttributes`` describes HIP allocations (hipMalloc: Device; hipHostMalloc and
+  registered memory: Host, with hostPointer; hipMallocManaged: Managed, isManaged 1) with the
+  device, device pointer and allocation flags, and, as ROCm 6+ does (clr hip_memory.cpp, "Return
+  success for unregistered ptr"), answers hipSuccess with type hipMemoryTypeUnregistered and
+  device hipInvalidDeviceId for host memory HIP does not know (ROCm 5 and HIP's documentation
+  still say hipErrorInvalidValue); a null pointer is hipErrorInvalidValue;
 - ``init_error`` is returned by hipInit and by every call that would initialise the runtime;
 - hipModuleLaunchKernel follows HIP's launch checks (see ``_kernels``): the stream must be the
   current device's, and a block beyond the kernel's launch bounds is hipErrorLaunchFailure;
@@ -116,9 +126,12 @@ from ._types import (  # noqa: F401  # hip-python's names
     hipHostRegisterIoMemory,
     hipHostRegisterMapped,
     hipHostRegisterPortable,
+    hipInvalidDeviceId,
     hipMemAttachGlobal,
     hipMemAttachHost,
     hipMemAttachSingle,
+    hipMemoryType,
+    hipPointerAttribute_t,
     hipStreamDefault,
     hipStreamNonBlocking,
     hipUUID_t,
@@ -169,6 +182,18 @@ def hipGetDeviceCount() -> tuple[int]:
 def hipSetDevice(deviceId: CInt) -> tuple[()]:
     st = r.STATE
     st.tls.device = r.device(st, deviceId).ordinal
+    return ()
+
+
+@r.api()
+def hipDeviceReset() -> tuple[()]:
+    """The current device's streams, events, modules and memory are destroyed (HIP: "The state of
+    current device is discarded and updated to a fresh state", hipSuccess only). A sticky fault
+    stays: on a GPU the runtime aborted the process at the fault, nothing recovers it."""
+    st = r.STATE
+    ctx = st.devices[r.current_ordinal(st)].context
+    with st.cv:
+        st.destroy_contents_locked(ctx)
     return ()
 
 
@@ -241,12 +266,12 @@ def hipDeviceEnablePeerAccess(peerDeviceId: CInt, flags: CUInt) -> tuple[()]:
 
 # ---- memory ------------------------------------------------------------------------------------------
 
-def _allocate(size: int, kind: str) -> int | None:
+def _allocate(size: int, kind: str, flags: int = 0) -> int | None:
     st = r.STATE
     ctx = r.current(st)
     if size == 0:  # HIP: no memory, a NULL pointer and hipSuccess
         return None
-    return st.allocate(ctx.device, size, kind).ptr
+    return st.allocate(ctx.device, size, kind, flags).ptr
 
 
 @r.api(None)
@@ -259,14 +284,14 @@ def hipHostMalloc(size: SizeT, flags: CUInt) -> tuple[int | None]:
     coherence = flags & 0xC0000000
     if flags & ~0xE0000007 or coherence == 0xC0000000:  # unknown bits, or coherent and non-coherent
         raise fail(1, f"hipHostMalloc: invalid flags {flags:#x}")
-    return (_allocate(size, "host"),)
+    return (_allocate(size, "host", flags),)
 
 
 @r.api(None)
 def hipMallocManaged(size: SizeT, flags: CUInt) -> tuple[int | None]:
     if flags not in (hipMemAttachGlobal, hipMemAttachHost):
         raise fail(1, f"hipMallocManaged: flags must be hipMemAttachGlobal or hipMemAttachHost, not {flags:#x}")
-    return (_allocate(size, "managed"),)
+    return (_allocate(size, "managed", flags),)
 
 
 def _free(address: int, kinds: tuple[str, ...], call: str) -> tuple[()]:
@@ -317,6 +342,27 @@ def hipHostGetDevicePointer(hstPtr: Ptr, flags: CUInt) -> tuple[int]:
     if found is None:
         raise fail(1, f"hipHostGetDevicePointer: {hstPtr:#x} is not in registered or pinned host memory")
     return (found[0],)
+
+
+@r.api(hipPointerAttribute_t())
+def hipPointerGetAttributes(ptr: Ptr) -> tuple[hipPointerAttribute_t]:
+    st = r.STATE
+    if not ptr:
+        raise fail(1, "hipPointerGetAttributes: a null pointer")
+    with st.lock:
+        info = st.describe_locked(ptr)
+    if info is None:  # ROCm 6+: success, "unregistered" (clr SWDEV-371332, "Return success for unregistered ptr")
+        return (hipPointerAttribute_t(hipMemoryType.hipMemoryTypeUnregistered, hipInvalidDeviceId),)
+    if info.kind == "managed":
+        kind = hipMemoryType.hipMemoryTypeManaged
+    elif info.kind in ("host", "registered"):
+        kind = hipMemoryType.hipMemoryTypeHost
+    else:
+        kind = hipMemoryType.hipMemoryTypeDevice
+    flags = info.registration.flags if info.registration is not None else info.allocation.flags  # type: ignore[union-attr]
+    return (hipPointerAttribute_t(kind, info.device.ordinal, info.device_address,
+                                  info.host if kind != hipMemoryType.hipMemoryTypeDevice else 0,
+                                  int(info.kind == "managed"), flags),)
 
 
 @r.api()

@@ -9,20 +9,25 @@ them, but hold no machine code a GPU could run (each kernel's body is one ``s_en
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from standin_common.controls import c_layout, layout_size
+
+from . import _msgpack
 from ._code_objects import (
     BUNDLE_MAGIC,
     ELFOSABI_AMDGPU_HSA,
     EM_AMDGPU,
     FEATURE_BITS,
     MACHS,
+    NOTE_OWNER,
+    NT_AMDGPU_METADATA,
     SETTING_CODES,
     parse_target_id,
 )
 
 HOST_TRIPLE = "host-x86_64-unknown-linux-gnu-"
-_SHT_PROGBITS, _SHT_SYMTAB, _SHT_STRTAB, _SHT_NOBITS, _SHT_DYNSYM = 1, 2, 3, 8, 11
+_SHT_PROGBITS, _SHT_SYMTAB, _SHT_STRTAB, _SHT_NOTE, _SHT_NOBITS, _SHT_DYNSYM = 1, 2, 3, 7, 8, 11
 _SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 1, 2, 4
 _STB_GLOBAL, _STT_OBJECT, _STT_FUNC, _STV_PROTECTED = 1, 1, 2, 3
 _S_ENDPGM = struct.pack("<I", 0xBF810000)
@@ -36,7 +41,9 @@ def bundle_triple(target_id: str, kind: str = "hipv4") -> str:
 
 def code_object(arch: str = "gfx90a", kernels: Iterable[str] = ("foo",),
                 globals: Mapping[str, int | bytes] | None = None,  # noqa: A002  # the ELF term
-                xnack: bool | str | None = None, sramecc: bool | str | None = None, abi_version: int = 4) -> bytes:
+                xnack: bool | str | None = None, sramecc: bool | str | None = None, abi_version: int = 4,
+                args: Mapping[str, Sequence[int | tuple[int, int]]] | None = None,
+                launch_bounds: Mapping[str, int] | None = None) -> bytes:
     """An AMDGPU code object (ELF shared object) for processor ``arch``.
 
     ``arch`` may carry target features (``"gfx90a:xnack-"``); ``xnack``/``sramecc`` set them too:
@@ -44,6 +51,13 @@ def code_object(arch: str = "gfx90a", kernels: Iterable[str] = ("foo",),
     kernel descriptor ``<name>.kd`` (STT_OBJECT) and a function symbol each; ``globals`` maps a
     name to its size (zero-initialised, in ``.bss``) or its initial bytes (in ``.data``).
     ``abi_version`` is the code object version, 4, 5 or 6 (``EI_ABIVERSION`` 2, 3 or 4).
+    ``args`` (kernel name -> its explicit arguments, each a size or a (size, alignment) pair, laid
+    out as C lays out a parameter list) and ``launch_bounds`` (kernel name ->
+    ``.max_flat_workgroup_size``) add an NT_AMDGPU_METADATA note, as clang writes one: each
+    kernel's ``.args`` are its explicit arguments (none for a kernel ``args`` does not list)
+    followed by hidden ones (``hidden_block_count_*``, ``hidden_group_size_*``,
+    ``hidden_global_offset_x``). Without either, the code object has no metadata note, and the
+    HIP stand-in knows neither the arguments nor the launch bound.
     """
     if abi_version not in (4, 5, 6):
         raise ValueError(f"abi_version is the code object version (4, 5 or 6), not {abi_version!r}")
@@ -57,7 +71,40 @@ def code_object(arch: str = "gfx90a", kernels: Iterable[str] = ("foo",),
         if setting not in SETTING_CODES:
             raise ValueError(f"{feature} must be True, False, 'any' or None, not {setting!r}")
         flags |= SETTING_CODES[setting] << FEATURE_BITS[feature]
-    return _elf(flags, abi_version - 2, list(kernels), dict(globals or {}))
+    names = list(kernels)
+    note = _metadata_note(names, args or {}, launch_bounds or {}, f"amdgcn-amd-amdhsa--{arch}") \
+        if args or launch_bounds else b""
+    return _elf(flags, abi_version - 2, names, dict(globals or {}), note)
+
+
+_HIDDEN_ARGS = (("hidden_block_count_x", 4), ("hidden_block_count_y", 4), ("hidden_block_count_z", 4),
+                ("hidden_group_size_x", 2), ("hidden_group_size_y", 2), ("hidden_group_size_z", 2),
+                ("hidden_global_offset_x", 8))
+
+
+def _metadata_note(kernels: list[str], args: Mapping[str, Sequence[int | tuple[int, int]]],
+                   launch_bounds: Mapping[str, int], target: str) -> bytes:
+    """The ELF note NT_AMDGPU_METADATA (owner "AMDGPU") describing ``kernels``."""
+    entries = []
+    for kernel in kernels:
+        entry: dict[str, object] = {".name": kernel, ".symbol": f"{kernel}.kd", ".kernarg_segment_align": 8}
+        layout = c_layout(args.get(kernel, ()))
+        listed: list[dict[str, object]] = [{".offset": offset, ".size": size, ".value_kind": "by_value"}
+                                           for offset, size in layout]
+        end = layout_size(layout)
+        for name, size in _HIDDEN_ARGS:
+            end += -end % size
+            listed.append({".offset": end, ".size": size, ".value_kind": name})
+            end += size
+        entry[".args"] = listed
+        entry[".kernarg_segment_size"] = end
+        if kernel in launch_bounds:
+            entry[".max_flat_workgroup_size"] = launch_bounds[kernel]
+        entries.append(entry)
+    desc = _msgpack.pack({"amdhsa.version": [1, 2], "amdhsa.target": target, "amdhsa.kernels": entries})
+    owner = NOTE_OWNER + b"\0"
+    return (struct.pack("<III", len(owner), len(desc), NT_AMDGPU_METADATA) + owner + bytes(-len(owner) % 4)
+            + desc + bytes(-len(desc) % 4))
 
 
 def offload_bundle(entries: Mapping[str, bytes]) -> bytes:
@@ -89,8 +136,9 @@ class _Strings:
         return offset
 
 
-def _elf(flags: int, abi_version: int, kernels: list[str], variables: dict[str, int | bytes]) -> bytes:
+def _elf(flags: int, abi_version: int, kernels: list[str], variables: dict[str, int | bytes], note: bytes) -> bytes:
     contents: dict[str, bytes] = {
+        ".note": note,
         ".rodata": bytes(_KERNEL_DESCRIPTOR_SIZE * len(kernels)),
         ".text": b"".join(_S_ENDPGM.ljust(256, b"\0") for _ in kernels),
     }
@@ -118,7 +166,8 @@ def _elf(flags: int, abi_version: int, kernels: list[str], variables: dict[str, 
     contents[".dynstr"] = bytes(dynstr.data)
     symbol_table_size = 24 * (len(symbols) + 1)
     # (name, type, flags, alignment, file size, entry size); alloc sections are mapped at their offsets.
-    sections = [(".dynsym", _SHT_DYNSYM, _SHF_ALLOC, 8, symbol_table_size, 24),
+    sections = [(".note", _SHT_NOTE, _SHF_ALLOC, 4, len(note), 0),
+                (".dynsym", _SHT_DYNSYM, _SHF_ALLOC, 8, symbol_table_size, 24),
                 (".dynstr", _SHT_STRTAB, _SHF_ALLOC, 1, len(contents[".dynstr"]), 0),
                 (".rodata", _SHT_PROGBITS, _SHF_ALLOC, 64, len(contents[".rodata"]), 0),
                 (".text", _SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, 256, len(contents[".text"]), 0),

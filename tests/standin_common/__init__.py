@@ -11,7 +11,11 @@ conversion and error codes, and hands the work to the same engine. Modules, by r
   (:class:`State`, one per stand-in instance);
 - :mod:`.operations`: the stream work and queries both drivers offer (copies, fills, host
   functions, event records and waits, stream and event sync, query and elapsed time);
-- :mod:`.modules`: loaded modules, their functions and globals, and kernel argument blobs;
+- :mod:`.modules`: loaded modules, their functions and globals, and kernel launches;
+- :mod:`.arguments`: kernel argument buffers (``extra``, ``kernelParams``) and what each driver
+  makes of a buffer whose size does not match the kernel's parameters;
+- :mod:`.costs`: what a driver was asked to do (host functions, events, launches) and its
+  simulated driver time at the H100's measured prices;
 - :mod:`.calls`: the call wrapper's shared half (recording, injected failures, refusals inside
   host functions) and the test controls every stand-in package offers.
 """

@@ -44,6 +44,26 @@ class KernelFault(Exception):  # noqa: N818  # the name the tests use
 
 
 KernelBody = Callable[[bytes, tuple[int, int, int], tuple[int, int, int], int, int], object]
+Layout = list[tuple[int, int]]  # a kernel's parameters: (offset, size) each, in order
+
+
+def c_layout(params: Iterable[int | tuple[int, int]]) -> Layout:
+    """(offset, size) of each parameter of a C parameter list given as (size, alignment) pairs or
+    sizes (a size alone is aligned to itself, at most 8 bytes): each at the next multiple of its
+    alignment, as C lays out a struct of the parameters and as NVCC/clang lay out kernel arguments."""
+    layout: Layout = []
+    end = 0
+    for param in params:
+        size, align = param if isinstance(param, tuple) else (param, min(param, 8) or 1)
+        offset = end + (-end % max(1, align))
+        layout.append((offset, size))
+        end = offset + size
+    return layout
+
+
+def layout_size(layout: Layout) -> int:
+    """The size of a parameter buffer of ``layout``: where its last parameter ends (no tail padding)."""
+    return max((offset + size for offset, size in layout), default=0)
 
 
 @dataclass
@@ -51,7 +71,7 @@ class KernelImpl:
     """A Python body for the kernel of that name: ``fn(params, grid, block, shared_mem, device)``."""
 
     fn: KernelBody
-    params: list[tuple[int, int]] | None = None  # (size, alignment) per parameter, for kernelParams
+    params: Layout | None = None  # where each parameter lies in the argument buffer
     max_threads: int | None = None
 
 
@@ -83,9 +103,8 @@ class Controls:
     def register_kernel(self, name: str, fn: KernelBody, param_sizes: Iterable[int | tuple[int, int]] | None,
                         max_threads: int | None) -> None:
         """Give ``name`` a body; ``param_sizes`` are (size, alignment) pairs or sizes (aligned to
-        at most 8 bytes)."""
-        layout = None if param_sizes is None else [p if isinstance(p, tuple) else (p, min(p, 8) or 1)
-                                                    for p in param_sizes]
+        at most 8 bytes), laid out as :func:`c_layout` says."""
+        layout = None if param_sizes is None else c_layout(param_sizes)
         with self.lock:
             self.kernels[name] = KernelImpl(fn, layout, max_threads)
 

@@ -8,7 +8,13 @@ with its device class, the fault codes that poison a context, its diagnostics an
   order; the legacy default stream (handle 0) runs them in the calling thread, after the blocking
   streams of the context have drained;
 - a kernel fault is reported asynchronously; a sticky one poisons the whole context: its streams
-  skip all later work (host functions included) and every later call on it returns the fault;
+  skip all later work (host functions included) and every later call on it returns the fault.
+  The fault lasts as long as the simulated driver (the process): releasing or resetting the
+  context destroys what was made in it but leaves the fault in place (the H100: "Nothing in the
+  process recovers the device"); only a new State (the stand-ins' ``reset()``) clears it;
+- an operation a caller waits for (a copy into pageable memory) can be cancelled if the wait
+  gives up, so the stream never writes into memory its caller may have freed since;
+- :class:`~standin_common.costs.CostMeter` counts what the driver was asked to do (``State.costs``);
 - an event's timestamp is the device-side time at which its stream reached the record, never the
   time the worker thread happened to process it: the completion time of the work before it on
   the stream, or, on an idle stream, the time the record was submitted. A record does no work,
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .controls import DriverError, KernelFault, in_host_function
+from .costs import CostMeter
 from .memory import MemoryTables
 
 SUCCESS = 0
@@ -109,6 +116,9 @@ class Op:
     seq: int = 0
     keep: Any = None  # objects the operation reads later (a caller's buffer)
     enqueued: float = field(default_factory=time.perf_counter)  # when the caller submitted it
+    started: bool = False  # a stream thread runs it now (or ran it)
+    finished: bool = False  # the stream is past it (ran, skipped or dropped)
+    cancelled: bool = False  # its caller gave up waiting: the stream skips it
 
 
 class Stream:
@@ -178,12 +188,22 @@ class State(MemoryTables):
         self.modules: dict[int, Any] = {}
         self.functions: dict[int, Any] = {}
         self.inline = 0  # legacy-stream operations running in callers' threads
+        self.costs = CostMeter()
+        # How long a call that must wait for its stream (a copy into pageable memory) waits before
+        # it fails instead of hanging the test run: on a GPU it would wait for ever.
+        self.blocking_call_timeout = 20.0
 
     # ---- contexts ------------------------------------------------------------------------------
     def deactivate_locked(self, ctx: Context) -> None:
-        """The last release of a primary context: everything created in it goes away."""
+        """The last release (or a reset) of a primary context: everything created in it goes away;
+        a sticky fault stays (nothing in the process recovers the device)."""
         ctx.active = False
-        ctx.sticky = ctx.legacy_error = None
+        self.destroy_contents_locked(ctx)
+
+    def destroy_contents_locked(self, ctx: Context) -> None:
+        """Destroy the streams, events, modules, allocations and registrations of ``ctx`` (its
+        sticky fault stays)."""
+        ctx.legacy_error = None
         ctx.peers.clear()
         for stream in self.streams_of_locked(ctx):
             stream.stop = True
@@ -225,7 +245,7 @@ class State(MemoryTables):
             return
         with self.cv:
             self.cv.wait_for(lambda: self.idle_locked(s for s in self.streams_of_locked(ctx) if not s.nonblocking))
-            skip = ctx.sticky is not None
+            skip = ctx.sticky is not None or op.cancelled
             self.inline += 1
         code = None
         try:
@@ -239,6 +259,17 @@ class State(MemoryTables):
                 self.inline -= 1
                 self.finish_locked(None, ctx, op, code)
                 self.cv.notify_all()
+
+    def wait_finished(self, op: Op, ctx: Context) -> bool:
+        """Wait until the stream is past ``op`` or ``ctx`` is poisoned. False if that took longer
+        than :attr:`blocking_call_timeout`: ``op`` is then cancelled (the stream skips it), unless
+        it already runs, in which case this waits for it to end."""
+        with self.cv:
+            if self.cv.wait_for(lambda: op.finished or ctx.sticky is not None, self.blocking_call_timeout):
+                return True
+            op.cancelled = True
+            self.cv.wait_for(lambda: op.finished or not op.started)
+            return False
 
     def run_op(self, op: Op) -> int | None:
         in_host_function.active = op.kind == "host"
@@ -255,6 +286,7 @@ class State(MemoryTables):
         return None
 
     def finish_locked(self, stream: Stream | None, ctx: Context, op: Op, code: int | None) -> None:
+        op.finished = True
         if op.kind == "record" and op.event is not None:
             # The legacy stream runs in the caller's thread: it reaches the record now.
             reached = time.perf_counter() if stream is None else stream.reach_record(op)
@@ -299,7 +331,8 @@ def _worker(state: State, stream: Stream) -> None:
                 return
             op = stream.ops[0]
             ctx = stream.ctx
-            skip = ctx.sticky is not None or not ctx.active
+            skip = ctx.sticky is not None or not ctx.active or op.cancelled
+            op.started = not skip
         code = None
         if op.kind == "wait" and not skip:
             with cv:

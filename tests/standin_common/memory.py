@@ -6,6 +6,8 @@ TEST DOUBLE, not NVIDIA or AMD code:
   written through ctypes; each allocation is tracked per device against a memory budget; freed
   blocks go back to the system only once no stream has work left (late work on a freed pointer
   cannot crash the test process);
+- :meth:`MemoryTables.describe_locked` answers what the drivers' pointer queries ask (whose memory
+  a byte is, where host and devices reach it); host memory it does not know is pageable;
 - host memory registered with the driver (``cuMemHostRegister``, ``hipHostRegister``) is tracked
   as page-locked ranges that device-side copies and fills accept, as they accept pinned
   allocations. Its device address is the host address, unless a device reports that it cannot
@@ -51,6 +53,19 @@ class Allocation:
     size: int
     kind: str  # "device", "host", "managed" or "global"
     device: Any  # the SimulatedDevice it belongs to
+    flags: int = 0  # as the allocating call was given them (hipHostMalloc's, cuMemAllocManaged's)
+
+
+@dataclass(frozen=True)
+class PointerInfo:
+    """What the driver knows about one byte of memory (see :meth:`MemoryTables.describe_locked`)."""
+
+    kind: str  # "device", "host" (a pinned allocation), "managed", "global" or "registered"
+    device: Any  # the SimulatedDevice whose memory it is (registered: the registering context's)
+    host: int  # the address the host reaches the byte at; 0 where it cannot (device memory)
+    device_address: int  # the address devices reach the byte at
+    allocation: Allocation | None = None
+    registration: HostRegistration | None = None
 
 
 @dataclass(eq=False)
@@ -93,7 +108,7 @@ class MemoryTables:
         raise NotImplementedError
 
     # ---- allocations ---------------------------------------------------------------------------
-    def allocate(self, device: Any, size: int, kind: str) -> Allocation:
+    def allocate(self, device: Any, size: int, kind: str, flags: int = 0) -> Allocation:
         """``size`` zeroed bytes of ``kind`` on ``device`` (out of memory, 2, past its budget)."""
         with self.lock:
             if kind in COUNTED:
@@ -107,7 +122,7 @@ class MemoryTables:
                     device.used -= size
                 raise DriverError(OUT_OF_MEMORY)
             ptr = (raw + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
-            alloc = Allocation(raw, ptr, size, kind, device)
+            alloc = Allocation(raw, ptr, size, kind, device, flags)
             self.allocations[ptr] = alloc
             insort(self.starts, ptr)
             return alloc
@@ -233,6 +248,28 @@ class MemoryTables:
         if registration is not None:
             return registration.translate(address), None
         return None
+
+    def describe_locked(self, address: int) -> PointerInfo | None:
+        """What the byte at ``address`` is: an allocation, registered host memory (at its host or its
+        device address), or None for memory the driver does not know (pageable host memory)."""
+        alloc = self.find_locked(address, 1)
+        if alloc is not None:
+            host = address if alloc.kind in ("host", "managed") else 0
+            return PointerInfo(alloc.kind, alloc.device, host, address, allocation=alloc)
+        registration = self.registration_locked(address)
+        if registration is None:
+            registration = self._alias_locked(address, 1)
+            if registration is None:
+                return None
+            host = registration.translate(address)
+        else:
+            host = address
+        return PointerInfo("registered", registration.ctx.device, host,
+                           registration.device_ptr + (host - registration.host), registration=registration)
+
+    def pageable_locked(self, address: int) -> bool:
+        """Whether host memory at ``address`` is pageable: neither a driver allocation nor registered."""
+        return self.describe_locked(address) is None
 
     def host_address(self, address: int) -> int:
         """``address``, or the host address behind it if it is a registration's device address."""

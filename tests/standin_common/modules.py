@@ -1,10 +1,10 @@
 """Loaded modules, their kernels and globals, and kernel launches of the driver stand-ins.
 
 TEST DOUBLE, not NVIDIA or AMD code. A front end parses its driver's image format (PTX/cubin,
-AMDGPU code objects) into kernel names and globals; :func:`load` gives the globals device memory
-initialised from the image and the kernels the Python bodies registered by name. A launch's
-argument blob is copied when the launch is made, as the drivers do (:func:`extra_blob`,
-:func:`packed_params`), and its body runs on the stream (:func:`launch`).
+AMDGPU code objects) into kernel names, parameter layouts and globals; :func:`load` gives the
+globals device memory initialised from the image and the kernels the Python bodies registered by
+name. A launch's argument blob is built when the launch is made, as the drivers do (see
+:mod:`.arguments`), and its body runs on the stream (:func:`launch`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .controls import Controls, DriverError, KernelImpl, fail
+from .controls import Controls, DriverError, KernelImpl, Layout
 from .engine import Context, Op, State, Stream, new_handle
 from .memory import Allocation
 
-LAUNCH_PARAM_BUFFER_POINTER = 1  # CU_/HIP_LAUNCH_PARAM_BUFFER_POINTER
-LAUNCH_PARAM_BUFFER_SIZE = 2  # CU_/HIP_LAUNCH_PARAM_BUFFER_SIZE
 Dim3 = tuple[int, int, int]
 
 
@@ -37,7 +35,7 @@ class Function:
     handle: int
     module: Module
     name: str
-    params: list[tuple[int, int]] | None
+    params: Layout | None  # (offset, size) of each parameter; None: unknown
     max_threads: int
     max_dynamic_shared: int
     carveout: int = -1
@@ -49,7 +47,7 @@ class KernelEntry:
 
     name: str
     max_threads: int | None = None
-    params: list[tuple[int, int]] | None = None
+    params: Layout | None = None  # (offset, size) of each parameter
 
 
 def load(st: State, ctx: Context, globals: Mapping[str, tuple[int, bytes]],  # noqa: A002
@@ -119,48 +117,6 @@ def params_layout(function: Function, impl: KernelImpl | None) -> None:
         function.params = impl.params
 
 
-def extra_blob(array: int, end: int) -> bytes:
-    """The argument blob an ``extra`` array points to, copied now (the caller may free it after).
-
-    ``end`` is the value that ends the array: CU_LAUNCH_PARAM_END (0) for CUDA,
-    HIP_LAUNCH_PARAM_END (3) for HIP; the buffer keys are 1 and 2 in both.
-    """
-    buffer = size = None
-    for index in range(0, 64, 2):
-        key = ctypes.c_void_p.from_address(array + 8 * index).value or 0
-        if key == end:
-            break
-        value = ctypes.c_void_p.from_address(array + 8 * (index + 1)).value or 0
-        if key == LAUNCH_PARAM_BUFFER_POINTER:
-            buffer = value
-        elif key == LAUNCH_PARAM_BUFFER_SIZE:
-            size = value
-        else:
-            raise fail(1, f"extra: unknown key {key:#x} at entry {index}")
-    else:
-        raise fail(1, f"extra: no end marker ({end}) within 32 entries")
-    if buffer is None or size is None:
-        raise fail(1, "extra: needs both a BUFFER_POINTER (1) and a BUFFER_SIZE (2) entry")
-    count = ctypes.c_size_t.from_address(size).value
-    if count and not buffer:
-        raise fail(1, "extra: a null argument buffer of non-zero size")
-    return ctypes.string_at(buffer, count) if count else b""
-
-
-def packed_params(pointers_at: int, function: Function) -> bytes:
-    """The argument blob from a ``kernelParams`` array of pointers to each argument at
-    ``pointers_at``, laid out as the kernel's parameter list says."""
-    layout = function.params
-    if layout is None:
-        raise fail(1, f"kernelParams for {function.name!r}: the parameter layout is unknown (give param_sizes "
-                      f"to register_kernel)")
-    blob = bytearray()
-    pointers = (ctypes.c_void_p * max(1, len(layout))).from_address(pointers_at)
-    for (size, align), pointer in zip(layout, pointers):
-        blob += bytes(-len(blob) % align) + ctypes.string_at(pointer or 0, size)
-    return bytes(blob)
-
-
 def launch(st: State, queue: Stream | None, ctx: Context, impl: KernelImpl | None, params: bytes, grid: Dim3,
            block: Dim3, shared: int) -> None:
     """Queue a run of ``impl`` (no body: the kernel does nothing) on ``queue``."""
@@ -170,4 +126,5 @@ def launch(st: State, queue: Stream | None, ctx: Context, impl: KernelImpl | Non
         if impl is not None:
             impl.fn(params, grid, block, shared, ordinal)
 
+    st.costs.launch()
     st.enqueue(queue, ctx, Op("kernel", run))

@@ -3,7 +3,9 @@
 TEST DOUBLE, not NVIDIA or AMD code. A vendor front end converts and checks its arguments the
 way its driver does (its own error codes, handles and messages), then calls these. They raise
 :class:`~standin_common.controls.DriverError` with codes both drivers share: NOT_READY (600),
-INVALID_HANDLE (400), and a context's sticky fault or a stream's asynchronous one.
+INVALID_HANDLE (400), UNKNOWN (999, a call that waited too long for its stream), and a context's
+sticky fault or a stream's asynchronous one. Host functions and events are charged to the
+driver's :class:`~standin_common.costs.CostMeter`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from .controls import DriverError, fail
 from .engine import NOT_READY, Context, Event, Op, State, Stream, new_handle
 
 INVALID_HANDLE = 400  # CUDA_ERROR_INVALID_HANDLE and hipErrorInvalidHandle alike
+NO_TIMING = 2  # CU_EVENT_DISABLE_TIMING and hipEventDisableTiming alike
 _HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -93,6 +96,7 @@ def launch_host_function(st: State, queue: Stream | None, ctx: Context, function
                          keep: object) -> None:
     """Queue a call of the C function at ``function`` with ``data`` (``keep`` stays alive till then)."""
     call = _HOST_FN(function)
+    st.costs.host_function()
 
     def run() -> None:
         call(data or None)  # through ctypes: the GIL is released around the C call
@@ -125,14 +129,38 @@ def unregister_host(st: State, host: int, call: str) -> None:
             raise fail(NOT_REGISTERED, f"{call}: {host:#x} is not the base of registered host memory")
 
 
-def copy(st: State, queue: Stream | None, ctx: Context, to: int, frm: int, count: int, keep: object) -> None:
-    """Queue a copy of ``count`` bytes (host addresses, checked by the caller)."""
+UNKNOWN = 999  # CUDA_ERROR_UNKNOWN and hipErrorUnknown alike
+
+
+def copy(st: State, queue: Stream | None, ctx: Context, to: int, frm: int, count: int, keep: object,
+         stage: bool = False, wait: str = "") -> None:
+    """Queue a copy of ``count`` bytes (host addresses, checked by the caller).
+
+    ``stage``: read the source now, as a driver stages pageable memory before the call returns
+    (the caller may reuse or free it at once); the write still happens in stream order.
+    ``wait``: the call's name if it returns only once the stream ran its earlier work and the copy
+    (a copy into pageable memory). A wait past ``st.blocking_call_timeout`` fails with UNKNOWN
+    (999) and a diagnostic instead of hanging: on a GPU that is a deadlock (say, the stream is
+    held by a host function that waits for this caller); the copy is then dropped, so the stream
+    never writes into memory the caller may have freed.
+    """
+    source = ctypes.string_at(frm, count) if stage and count else None
 
     def run() -> None:
         if count:
-            ctypes.memmove(to, frm, count)
+            ctypes.memmove(to, frm if source is None else source, count)
 
-    st.enqueue(queue, ctx, Op("copy", run, keep=keep))  # ``keep``: a caller's buffers stay alive
+    op = Op("copy", run, keep=keep)  # ``keep``: a caller's buffers stay alive
+    st.enqueue(queue, ctx, op)
+    if not wait or queue is None:  # the legacy stream ran it in this thread already
+        return
+    if not st.wait_finished(op, ctx):
+        raise fail(UNKNOWN, f"{wait}: waited {st.blocking_call_timeout:g} s for the stream to run its earlier work "
+                            f"and this copy with pageable host memory, which returns only then; on a GPU this "
+                            f"call would hang (is the stream held by a host function that waits for this "
+                            f"thread?). The copy was dropped. Use page-locked memory to return at once.")
+    if ctx.sticky is not None:  # the stream skipped the copy
+        raise DriverError(ctx.sticky)
 
 
 def fill(st: State, queue: Stream | None, ctx: Context, target: int, width: int, value: int, count: int,
@@ -166,10 +194,12 @@ def fill_extent(width: int, count: int, pitch: int = 0, height: int = 1) -> int:
 # ---- events ----------------------------------------------------------------------------------------
 
 def add_event(st: State, ctx: Context, flags: int) -> Event:
-    """A new event of ``ctx`` (never recorded: complete)."""
+    """A new event of ``ctx`` (never recorded: complete); charged as timed unless ``flags`` has
+    the no-timing bit (2 in both drivers)."""
     event = Event(new_handle(), ctx, flags)
     with st.lock:
         st.events[event.handle] = event
+    st.costs.event(timed=not flags & NO_TIMING)
     return event
 
 
@@ -208,7 +238,7 @@ def elapsed_ms(st: State, start: Event, end: Event, call: str, no_timing: str, o
     with st.lock:
         if not start.recorded or not end.recorded:
             raise fail(INVALID_HANDLE, f"{call}: an event was never recorded")
-        if (start.flags | end.flags) & 2:
+        if (start.flags | end.flags) & NO_TIMING:
             raise fail(INVALID_HANDLE, f"{call}: an event was created with {no_timing}")
         if start.ctx is not end.ctx:
             raise fail(INVALID_HANDLE, f"{call}: the events belong to different {owners}")

@@ -62,7 +62,15 @@ def _fill_host_bytes(queue: api.Queue, device: api.Device, alloc_type: AllocType
 
 def _fill_device_bytes(queue: api.Queue, device: api.Device, host: api.Device, pattern: bytes, size: int,
                        block: bool = False) -> None:
-    """2026 ``fill_device_bytes``: DEVICE memory, copied back to the host on the same queue and checked."""
+    """2026 ``fill_device_bytes``: DEVICE memory, copied back to the host on the same queue and checked.
+
+    As upstream: the copy goes into pageable memory (upstream's ``std::vector``, a ctypes array
+    here) and, when ``block``, is enqueued before the task is triggered. A driver whose
+    asynchronous device-to-host copy into pageable memory returns only once the stream ran (CUDA:
+    measured on an H100; HIP: clr waits for the stream) makes a plugin that hands the copy to it
+    wait for the blocked task, which gives up after 1 s: the ``…Enqueue`` cases then fail, unless
+    the plugin stages such copies. Upstream skips them on Level Zero for the same deadlock.
+    """
     assert size % len(pattern) == 0
     manual = ManuallyTriggeredTask()
     if block:
