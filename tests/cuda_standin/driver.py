@@ -27,6 +27,9 @@ Deliberate simplifications (documented here, pinned in tests/test_cuda_standin.p
   the last release of a primary context, or ``cuDevicePrimaryCtxReset``, destroys what was made
   in it (host memory registered in it included), and the handle stays the same for the next
   retain (as for a real primary context); a reset leaves the context unretained (refcount 0);
+- an event made with CU_EVENT_DISABLE_TIMING is recorded, synchronized, queried and waited for
+  like any other, but ``cuEventElapsedTime`` with it is CUDA_ERROR_INVALID_HANDLE (as CUDA
+  documents); host functions and events are counted and priced (``cuda_standin.costs()``);
 - a sticky fault lasts for the process, as on the H100 (gpu-hardware-facts.md "Sticky faults"):
   ``cuDevicePrimaryCtxRelease`` succeeds and the state reads inactive, ``cuDevicePrimaryCtxRetain``
   then returns the fault, ``cuDevicePrimaryCtxReset`` succeeds and a retain after it still

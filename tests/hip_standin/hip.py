@@ -27,6 +27,10 @@ Deliberate simplifications and choices (pinned in tests/test_hip_standin.py):
   implicit hipDeviceSynchronize"); freeing an unknown pointer, or a host pointer with hipFree
   (a device pointer with hipHostFree), is hipErrorInvalidValue;
 - HIP calls from a host function return hipErrorNotSupported (HIP: "must not make any HIP API calls");
+- an event made with hipEventDisableTiming is recorded, synchronized, queried and waited for like
+  any other, but ``hipEventElapsedTime`` with it is hipErrorInvalidHandle (HIP documents it; clr
+  hip_event.cpp ``Event::elapsedTime``); host functions and events are counted and priced
+  (``hip_standin.costs()``);
 - a sticky fault lasts for the process: hipDeviceReset succeeds (HIP documents hipSuccess only)
   and destroys the device's streams, events, modules and memory, but the device stays poisoned
   until the stand-in is reset (a new process). On a real AMD GPU a device exception aborts the
