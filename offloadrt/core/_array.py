@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceType, PlatformBackend
-from . import _copy, _device, _hostmem, _memory
+from . import _copy, _device, _foreign, _hostmem, _memory
 from ._errors import NotAvailableError
 
 if TYPE_CHECKING:
@@ -183,10 +183,23 @@ def empty(shape: int | tuple[int, ...], dtype: Any, device: Device | str | None 
 
 
 def asarray(obj: Any, device: Device | str | None = None, queue: Queue | None = None) -> Array:
-    """``obj`` as an :class:`Array` on ``device``: an Array already there is returned as it is; anything
-    else (a NumPy array, any buffer-protocol or DLPack object, a list, an Array of another device)
-    is copied into a new one. With ``queue`` the copy runs in its order (the source is kept alive
-    until it has run) and the queue becomes the array's queue."""
+    """``obj`` as an :class:`Array` on ``device`` (default: ``offloadrt.device()``, or ``queue``'s device).
+
+    - An Array already there is returned as it is; an Array of another device is copied.
+    - Another library's GPU memory (CuPy, PyTorch, Numba...; DLPack first, then the CUDA Array
+      Interface) is viewed in place when it is on ``device``, in C order and writable (the view
+      keeps the producer alive), else copied device to device (peer to peer from another GPU of
+      the platform). It never passes through host memory: another vendor's memory, GPUs without
+      peer access or memory offloadrt cannot reach are refused with an ``OffloadError`` saying why.
+    - Anything else (a NumPy array, a list, buffer-protocol objects, DLPack host memory) is copied
+      from the host into a new array.
+
+    With ``queue`` (a queue of ``device``) the work runs in its order: copies of host objects keep
+    them alive until they have run, and the producer of GPU memory orders its pending work before
+    the queue (DLPack: ``__dlpack__(stream=<the queue's stream>)``; CUDA Array Interface: the queue
+    waits for the interface's ``stream``). The queue becomes the array's queue. Without one the
+    call returns once the data is ready.
+    """
     target = _target(device, queue)
     if isinstance(obj, Array):
         if obj._buf._device is target:
@@ -195,7 +208,10 @@ def asarray(obj: Any, device: Device | str | None = None, queue: Queue | None = 
         doing = target if obj.device.type == DeviceType.HOST else obj.device
         _copy.transfer(result, obj, queue if queue is not None and queue._device is doing else None)
         return result
-    host = _host_array(obj)
+    found = _foreign.take_in(obj, target, queue)
+    if isinstance(found, Array):
+        return found
+    host = _host_array(obj if found is None else found)
     result = empty(host.shape, host.dtype, target, queue)
     _copy.transfer(result, host, queue)
     return result

@@ -1,20 +1,25 @@
-"""DLPack export: ``__dlpack__`` capsules of buffers and arrays, made with ctypes.
+"""DLPack with ctypes: ``__dlpack__`` capsules of buffers and arrays, and capsules of other libraries taken in.
 
-A capsule holds a ``DLManagedTensorVersioned`` (named ``dltensor_versioned``) when the consumer
-passes ``max_version`` >= (1, 0), else a legacy ``DLManagedTensor`` (``dltensor``). The tensor
-stays valid until the consumer calls its deleter (or the capsule is dropped unconsumed): until
-then the buffer counts one export, so closing it does not hand its memory out again.
+Export: a capsule holds a ``DLManagedTensorVersioned`` (named ``dltensor_versioned``) when the
+consumer passes ``max_version`` >= (1, 0), else a legacy ``DLManagedTensor`` (``dltensor``). The
+tensor stays valid until the consumer calls its deleter (or the capsule is dropped unconsumed):
+until then the buffer counts one export, so closing it does not hand its memory out again.
+
+Import (:func:`take`): either kind of capsule is consumed (renamed ``used_dltensor[_versioned]``, so
+its destructor leaves the tensor alone) and becomes a :class:`ForeignTensor`, which calls the
+producer's deleter exactly once. What to do with the memory is ``_foreign``'s business.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ErrorCode
+from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceType, PlatformBackend
 from . import _hostmem
 from ._errors import ExportError
@@ -24,8 +29,19 @@ if TYPE_CHECKING:
     from ._queue import Queue
 
 CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED = 1, 2, 3, 10, 11, 13
+#: DLDeviceType names, for messages about memory offloadrt cannot take
+DEVICE_TYPES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
+                9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev", 13: "kDLCUDAManaged",
+                14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon", 17: "kDLMAIA"}
+READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+# The DLPack types offloadrt arrays hold: (code, bits) -> NumPy type string (IEEE floats only; bool is 8 bits)
+_IMPORTED = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1", (1, 16): "u2", (1, 32): "u4",
+             (1, 64): "u8", (2, 16): "f2", (2, 32): "f4", (2, 64): "f8", (5, 64): "c8", (5, 128): "c16",
+             (6, 8): "?"}
+_CODE_NAMES = {0: "kDLInt", 1: "kDLUInt", 2: "kDLFloat", 3: "kDLOpaqueHandle", 4: "kDLBfloat", 5: "kDLComplex",
+               6: "kDLBool"}
 
 
 class DLDevice(ctypes.Structure):
@@ -205,3 +221,137 @@ def _capsule(owner: Any, ptr: int, offset: int, shape: tuple[int, ...], dtype: n
     except BaseException:
         _delete(address)
         raise
+
+
+# ---- import ----------------------------------------------------------------------------------------
+
+_USED_LEGACY = b"used_dltensor"
+_USED_VERSIONED = b"used_dltensor_versioned"
+# Prototypes of their own (not attributes of ctypes.pythonapi, whose argtypes the export side sets):
+# called with the GIL held, on capsule objects.
+_capsule_is = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", ctypes.pythonapi))
+# A producer's deleter, called with the GIL held: one that takes the GIL itself (NumPy, CuPy) or
+# needs it held (a ctypes callback) both work.
+_DELETER_CALL = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+_MAX_DIMENSIONS = 64
+
+
+class ForeignTensor:
+    """A DLPack tensor of another library, taken from its capsule: where the data is and how it is
+    laid out, and the producer's deleter.
+
+    ``data`` is the address of the first element (``byte_offset`` added); ``strides`` are in
+    elements, None for C order; ``dtype`` is ``(code, bits, lanes)``; ``read_only`` is the
+    versioned tensor's flag. The memory stays valid until :meth:`release` calls the deleter,
+    exactly once, also when the object is collected without it.
+    """
+
+    __slots__ = ("data", "device", "shape", "strides", "dtype", "read_only", "version", "_address", "_deleter",
+                 "_pending")
+
+    def __init__(self, address: int, deleter: int | None) -> None:
+        self._address = address
+        self._deleter = deleter
+        self._pending = [True]  # popped by the one release that calls the deleter (list.pop is atomic)
+        self.data = 0
+        self.device = (0, 0)
+        self.shape: tuple[int, ...] = ()
+        self.strides: tuple[int, ...] | None = None
+        self.dtype = (0, 0, 0)
+        self.read_only = False
+        self.version: tuple[int, int] | None = None
+
+    def release(self) -> None:
+        """Give the tensor back to its producer (its deleter, once; later calls do nothing)."""
+        try:
+            self._pending.pop()
+        except IndexError:
+            return
+        if self._deleter:
+            _DELETER_CALL(self._deleter)(self._address)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception as exc:  # noqa: BLE001  # a finaliser must not raise
+            try:
+                warnings.warn(f"offloadrt: the deleter of a DLPack tensor taken in failed ({exc})", OffloadWarning,
+                              stacklevel=2)
+            except Exception:  # noqa: BLE001, S110  # interpreter shutdown: nothing left to warn with
+                pass
+
+    def __repr__(self) -> str:
+        return f"<ForeignTensor {self.shape} {self.dtype} on DLPack device {self.device} at {self.data:#x}>"
+
+
+def take(capsule: object) -> ForeignTensor:
+    """Consume a DLPack capsule (versioned or legacy): it is renamed ``used_...`` and its tensor
+    becomes a :class:`ForeignTensor`, whose deleter runs exactly once from then on (at once when
+    the tensor cannot be read). ``INVALID_ARGUMENT`` for anything but an unused DLPack capsule,
+    ``UNSUPPORTED`` for a DLPack major version other than 1."""
+    if _capsule_is(capsule, _VERSIONED):
+        name, used, versioned = _VERSIONED, _USED_VERSIONED, True
+    elif _capsule_is(capsule, _LEGACY):
+        name, used, versioned = _LEGACY, _USED_LEGACY, False
+    else:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"__dlpack__ returned {type(capsule).__name__}, not an unused PyCapsule named "
+                           f"'dltensor_versioned' or 'dltensor' (a capsule can be consumed once)")
+    address = _capsule_pointer(capsule, name)
+    if not address or _capsule_rename(capsule, used):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"cannot take the tensor of the DLPack capsule {name!r}")
+    layout: type[DLManagedTensorVersioned] | type[DLManagedTensor] = (
+        DLManagedTensorVersioned if versioned else DLManagedTensor)
+    deleter = ctypes.c_void_p.from_address(address + layout.deleter.offset).value  # type: ignore[attr-defined]
+    tensor = ForeignTensor(address, deleter)
+    try:
+        if versioned:
+            managed_v = DLManagedTensorVersioned.from_address(address)
+            tensor.version = (int(managed_v.version.major), int(managed_v.version.minor))
+            if tensor.version[0] != 1:
+                raise OffloadError(ErrorCode.UNSUPPORTED,
+                                   f"the DLPack tensor is of version {tensor.version[0]}.{tensor.version[1]}; "
+                                   f"offloadrt reads version 1.x")
+            tensor.read_only = bool(int(managed_v.flags) & READ_ONLY)
+            described = managed_v.dl_tensor
+        else:
+            described = DLManagedTensor.from_address(address).dl_tensor
+        _read(described, tensor)
+    except BaseException:
+        tensor.release()
+        raise
+    return tensor
+
+
+def _read(described: DLTensor, tensor: ForeignTensor) -> None:
+    ndim = int(described.ndim)
+    if not 0 <= ndim <= _MAX_DIMENSIONS:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"the DLPack tensor claims {ndim} dimensions")
+    shape = tuple(int(described.shape[i]) for i in range(ndim)) if ndim else ()
+    if any(extent < 0 for extent in shape):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"the DLPack tensor has a negative extent: {shape}")
+    tensor.shape = shape
+    tensor.strides = tuple(int(described.strides[i]) for i in range(ndim)) if ndim and described.strides else None
+    tensor.data = int(described.data or 0) + int(described.byte_offset)
+    tensor.device = (int(described.device.device_type), int(described.device.device_id))
+    tensor.dtype = (int(described.dtype.code), int(described.dtype.bits), int(described.dtype.lanes))
+
+
+def numpy_dtype(dtype: tuple[int, int, int]) -> np.dtype[Any]:
+    """The NumPy dtype of a DLPack ``(code, bits, lanes)``; ``UNSUPPORTED`` for one offloadrt arrays
+    do not hold (bfloat16, float8, vectors, 128-bit floats...)."""
+    code, bits, lanes = dtype
+    found = _IMPORTED.get((code, bits)) if lanes == 1 else None
+    if found is None:
+        kind = _CODE_NAMES.get(code, f"type code {code}")
+        vector = f" x {lanes} lanes" if lanes != 1 else ""
+        raise OffloadError(ErrorCode.UNSUPPORTED,
+                           f"the DLPack element type {kind} of {bits} bits{vector} has no NumPy type that offloadrt "
+                           f"arrays hold (bool, int and uint of 8-64 bits, float16/32/64, complex64/128); convert "
+                           f"it in the producing library first")
+    return np.dtype(found)

@@ -24,6 +24,7 @@ from ..common.gpu import (
     ThreadState,
     gpu_info,
 )
+from ..common.gpu.pointers import PointerFacts
 from ..common.image import DeviceImage, GenericKernel
 from ..common.params import ParamLayout
 from ..common.resources import AsyncInfo
@@ -154,6 +155,29 @@ class AmdGpuDevice(GpuDevice):
         if idle:
             assert queue is not None
             self.synchronize(queue, release=False)
+
+    def _pointer_facts(self, ptr: int) -> PointerFacts | None:
+        """``hipPointerGetAttributes``: the memory type, the device and the host address; None for
+        memory HIP does not know (ROCm 6 answers success with an "unregistered" type, ROCm 5
+        hipErrorInvalidValue)."""
+        d = self.d
+        found = d.hipPointerGetAttributes(ptr)
+        if int(found[0]) in hd.INVALID_VALUE:
+            return None
+        attributes = self.check(found, "hipPointerGetAttributes")
+        types = d.hipMemoryType
+        memory_type = int(attributes.type)
+        name = next((t.name for t in types if int(t) == memory_type), f"hipMemoryType {memory_type}")
+        if memory_type == int(types.hipMemoryTypeUnregistered):
+            return None
+        ordinal = int(attributes.device)
+        if memory_type == int(types.hipMemoryTypeDevice):
+            return PointerFacts(AllocType.DEVICE, ordinal, 0, name)
+        if memory_type == int(types.hipMemoryTypeManaged):
+            return PointerFacts(AllocType.MANAGED, ordinal, ptr, name)
+        if memory_type == int(types.hipMemoryTypeHost):
+            return PointerFacts(AllocType.HOST, ordinal, int(attributes.hostPointer), name)
+        return PointerFacts(None, ordinal, 0, name)  # an array, unified memory, or a type newer than this code
 
     def _can_access_peer(self, peer: GpuDeviceCore) -> bool:
         return bool(self.check(self.d.hipDeviceCanAccessPeer(self.device_id, peer.device_id),

@@ -24,6 +24,7 @@ from ..common.gpu import (
     ThreadState,
     gpu_info,
 )
+from ..common.gpu.pointers import PointerFacts
 from ..common.image import DeviceImage, GenericKernel
 from ..common.params import ParamLayout, layout
 from . import driver as cd
@@ -136,6 +137,32 @@ class CudaDevice(GpuDevice):
     @property
     def peer_handle(self) -> Any:
         return self.context
+
+    def _pointer_facts(self, ptr: int) -> PointerFacts | None:
+        """``cuPointerGetAttribute``: the memory type, the device ordinal, whether it is managed, and
+        the host address of page-locked memory; None where the driver answers
+        CUDA_ERROR_INVALID_VALUE (memory it did not allocate, map or register)."""
+        d = self.d
+        attr = d.CUpointer_attribute
+        found = d.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+        if int(found[0]) == cd.INVALID_VALUE_STATUS:
+            return None
+        memory_type = int(self.check(found, "cuPointerGetAttribute(MEMORY_TYPE)"))
+        ordinal = int(self.check(d.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),
+                                 "cuPointerGetAttribute(DEVICE_ORDINAL)"))
+        managed = bool(self.check(d.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr),
+                                  "cuPointerGetAttribute(IS_MANAGED)"))
+        types = d.CUmemorytype
+        name = next((t.name for t in types if int(t) == memory_type), f"CUmemorytype {memory_type}")
+        if managed:
+            return PointerFacts(AllocType.MANAGED, ordinal, ptr, "managed")
+        if memory_type == int(types.CU_MEMORYTYPE_DEVICE):
+            return PointerFacts(AllocType.DEVICE, ordinal, 0, name)
+        if memory_type == int(types.CU_MEMORYTYPE_HOST):
+            host = self.check(d.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_HOST_POINTER, ptr),
+                              "cuPointerGetAttribute(HOST_POINTER)")
+            return PointerFacts(AllocType.HOST, ordinal, int(host), name)
+        return PointerFacts(None, ordinal, 0, name)  # a CUDA array, or a type newer than this code
 
     def _can_access_peer(self, peer: GpuDeviceCore) -> bool:
         assert isinstance(peer, CudaDevice)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from .launch import GpuPrograms
 from .memory import GpuMemory
+from .pointers import GpuPointers
 from .queues import GpuQueues
 
 
-class GpuDevice(GpuQueues, GpuMemory, GpuPrograms):
+class GpuDevice(GpuQueues, GpuPointers, GpuMemory, GpuPrograms):
     """One GPU behind a CUDA-like driver API; a vendor subclass fills in the hooks marked abstract
     (see :class:`.core.GpuDeviceCore`) and names its driver functions in ``DRIVER_CALLS``."""
