@@ -18,7 +18,7 @@ from typing import Any
 import gpu_fixtures
 import hip_standin as standin
 import pytest
-from gpu_fixtures import COUNTER, KERNELS, TABLE_SIZE, CallLog, Runtime
+from gpu_fixtures import COUNTER, KERNELS, TABLE_SIZE, CallLog, Runtime, kernel_params
 from hip_standin import images
 
 from offloadrt import PlatformBackend, api
@@ -28,9 +28,12 @@ hipError_t = standin.hip.hipError_t  # noqa: N816  # hip-python's name
 
 
 def code_object(arch: str = "gfx90a", kernels: Sequence[str] = KERNELS, **features: Any) -> bytes:
-    """A code object for ``arch`` with ``kernels`` and the globals ``counter`` and ``table``."""
+    """A code object for ``arch`` with ``kernels`` and the globals ``counter`` and ``table``; its
+    metadata lists each kernel's explicit arguments (``gpu_fixtures.kernel_params``), as clang writes
+    them, which is where the plugin and HIP learn a kernel's parameters."""
     return images.code_object(arch, kernels=kernels, globals={"counter": struct.pack("<I", COUNTER),
-                                                              "table": TABLE_SIZE}, **features)
+                                                              "table": TABLE_SIZE},
+                              args={name: kernel_params(name) for name in kernels}, **features)
 
 
 def bundle(*targets: str) -> bytes:
