@@ -96,7 +96,7 @@ def amd(monkeypatch: pytest.MonkeyPatch) -> Iterator[offloadrt.Device]:
 
 def saxpy_body(params: bytes, grid: Any, block: Any, shared: int, device: int) -> None:
     """What the stand-ins run for saxpy: the kernel's arithmetic on the packed blob."""
-    a, x, y, n = struct.unpack("<f4xQQI4x", params)
+    a, x, y, n = struct.unpack("<f4xQQI", params)  # the parameter buffer: 28 bytes, no tail padding
     xs = (ctypes.c_float * n).from_address(x)
     ys = (ctypes.c_float * n).from_address(y)
     for i in range(n):
