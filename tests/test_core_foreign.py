@@ -655,3 +655,33 @@ def test_host_dlpack_still_takes_the_host_path(backend: str) -> None:
     with recorded(backend) as names:
         result = offloadrt.asarray(HostOnly(values), f"{backend}:0")
     assert (result.numpy() == values).all() and copies(backend, names)[1]
+
+
+def test_dlpack_managed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    with stand_ins(monkeypatch, cuda=2, amdgpu=1):
+        values = np.arange(5, dtype=np.float32)
+        managed = device_data("cuda", 1, values, "managed")
+        producer = DLPackProducer(managed, (5,), np.float32, (13, 0))  # kDLCUDAManaged
+        with recorded("cuda") as names:
+            view = offloadrt.asarray(producer, "cuda:0")  # every CUDA GPU uses it as it is
+        assert view.ptr == managed and view.buffer.kind == AllocType.MANAGED and copies("cuda", names) == ([], [])
+        assert (np.asarray(offloadrt.asarray(producer, "host")) == values).all()  # the host reads it: host path
+        with pytest.raises(OffloadError) as info:
+            offloadrt.asarray(producer, "amdgpu:0")
+        assert info.value.code == ErrorCode.UNSUPPORTED
+        del view
+        collect()
+        assert producer.deleter_calls == 2  # the view's tensor, and the one NumPy took
+
+
+def test_an_offloadrt_buffer_comes_in_through_dlpack(backend: str) -> None:
+    gpu0, gpu1 = offloadrt.devices(backend)
+    buffer = gpu0.allocate(32)
+    buffer.fill(3)
+    view = offloadrt.asarray(buffer, gpu0)
+    copied = offloadrt.asarray(buffer, gpu1)
+    assert view.ptr == buffer.ptr and view.dtype == np.uint8 and view.shape == (32,)
+    assert (read(backend, copied) == 3).all() and copied.device is gpu1
+    buffer.close()  # the view's DLPack export keeps the block out of the pool
+    assert gpu0.allocate(32).ptr != view.ptr
+    assert (view.numpy() == 3).all()

@@ -114,9 +114,12 @@ def _from_dlpack(obj: Any, where: tuple[int, int], target: Device, queue: Queue 
         viewed = _viewable(source, target, runs, tensor.read_only)
         result = _place(source, target, tensor.data, tensor.shape, dtype, runs, viewed, memory, queue, work, tensor,
                         tensor.release)
-    finally:
+    except BaseException:
         if temporary:
-            _finish(work)
+            _finish(work, failed=True)
+        raise
+    if temporary:
+        _finish(work)
     if temporary and not viewed:
         tensor.release()  # copied, and the copy has run (a view keeps the tensor until its buffer goes)
     return result
@@ -234,11 +237,15 @@ def _from_interface(obj: Any, interface: Mapping[str, Any], target: Device,
                 drivers.wait_for_stream(owner.handle, stream, work._live())
             else:  # the stream is another device's (managed memory used elsewhere): the host waits
                 drivers.wait_for_stream(owner.handle, stream, None)
-        return _place(source, target, described.ptr, described.shape, described.dtype, runs, viewed, memory, queue,
-                      work, obj, _nothing)
-    finally:
+        result = _place(source, target, described.ptr, described.shape, described.dtype, runs, viewed, memory, queue,
+                        work, obj, _nothing)
+    except BaseException:
         if temporary:
-            _finish(work)
+            _finish(work, failed=True)
+        raise
+    if temporary:
+        _finish(work)
+    return result
 
 
 class _HostMemory:
@@ -334,10 +341,16 @@ def _work_queue(source: Device, queue: Queue | None) -> tuple[Queue, bool]:
     return source.queue(), True
 
 
-def _finish(work: Queue) -> None:
-    """Wait for a temporary queue's work and close it (held objects go as it drains)."""
+def _finish(work: Queue, failed: bool = False) -> None:
+    """Wait for a temporary queue's work and close it (what it holds goes once its work is done).
+
+    ``failed``: the import already failed, and that error says more than one of the sync would.
+    """
     try:
         work.sync()
+    except OffloadError:
+        if not failed:
+            raise
     finally:
         work.close()
 
