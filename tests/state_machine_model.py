@@ -109,11 +109,12 @@ class QueueModel:
 
 
 class EventModel:
-    def __init__(self, ident: int, name: str, handle: object, queue: QueueModel, clock: Clock):
+    def __init__(self, ident: int, name: str, handle: object, queue: QueueModel, clock: Clock, timed: bool = False):
         self.ident = ident
         self.name = name
         self.handle = handle
         self.queue = queue
+        self.timed = timed  # created with EventFlags.ENABLE_PROFILING: olGetEventElapsedTime takes it
         self.clock = clock  # covers the event's own place on its queue
         self.doom = queue.doom  # the event is never reached when its queue is bound to fail first
         self.destroyed = False

@@ -12,7 +12,7 @@ from state_machine_model import Buffer, Clock, EventModel, QueueModel, join
 from state_machine_support import Gate
 from state_machine_world import WRONG_USER_DATA, E, HostCall, World, step
 
-from offloadrt import DeviceInfo, ErrorCode, EventInfo, OffloadError, QueueInfo, api
+from offloadrt import DeviceInfo, ErrorCode, EventFlags, EventInfo, OffloadError, QueueInfo, api
 
 MAX_QUEUES = 6
 MAX_EVENTS = 12
@@ -361,14 +361,16 @@ class QueueRules(World):
             self.api.call("olCreateEvent", bad[0], ok=False, codes={bad[1]})
             return
         queue = data.draw(st.sampled_from(self.live_queues()), label="queue")
+        timed = data.draw(st.booleans(), label="timed")
         ok, codes = self.work_outcome(queue)
-        accepted, result = self.api.call("olCreateEvent", queue.handle, ok=ok, codes=codes)
+        flags = EventFlags.ENABLE_PROFILING if timed else EventFlags.NONE
+        accepted, result = self.api.call("olCreateEvent", queue.handle, flags, ok=ok, codes=codes)
         self.after_work(queue, accepted, result)
         if not accepted:
             return
         if type(result) is not api.Event:
             raise AssertionError(f"olCreateEvent returned {result!r}")
-        event = EventModel(next(self.ids), "", result, queue, dict(self.model.tick(queue)))
+        event = EventModel(next(self.ids), "", result, queue, dict(self.model.tick(queue)), timed)
         event.name = f"e{event.ident}"
         self.names.add(result, event.name)
         self.events.append(event)
@@ -448,6 +450,9 @@ class QueueRules(World):
             bad, code = self.draw_bad_event(data)
             args = (bad, end.handle) if data.draw(st.booleans(), label="bad start") else (start.handle, bad)
             self.api.call("olGetEventElapsedTime", *args, ok=False, codes={code})
+            return
+        if not (start.timed and end.timed):  # refused before anything is waited for
+            self.api.call("olGetEventElapsedTime", start.handle, end.handle, ok=False, codes={E.INVALID_ARGUMENT})
             return
         self.open_gates()
         if start.doom is not None or end.doom is not None:

@@ -328,7 +328,8 @@ def test_a_block_beyond_the_kernels_launch_bounds_is_refused_and_poisons_nothing
     gpu = rt.gpus[0]
     queue = api.olCreateQueue(gpu) if with_queue else None
     small = api.olGetSymbol(program(gpu), "small", KERNEL)
-    err = expect(ErrorCode.BACKEND_FAILURE, api.olLaunchKernel, queue, gpu, small, None, launch_size(items=(256, 1, 1)))
+    err = expect(ErrorCode.BACKEND_FAILURE, api.olLaunchKernel, queue, gpu, small, b"over",
+                 launch_size(items=(256, 1, 1)))
     assert "hipModuleLaunchKernel('small'): hipErrorLaunchFailure" in err.details, err
     assert POISONED not in err.details
     api.olLaunchKernel(queue, gpu, small, b"fits", launch_size(items=(128, 1, 1)))

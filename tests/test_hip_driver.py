@@ -237,9 +237,11 @@ def test_every_hip_name_the_plugin_uses_is_the_real_modules_with_the_stand_ins_s
     assert set(AmdGpuDevice.DRIVER_CALLS.values()) <= names and {"hipInit", "hipModuleLoadData",
                                                                  "hipGetErrorName", "hipError_t"} <= names
     problems = []
+    enums = [getattr(real, name) for name in names if isinstance(getattr(real, name, None), EnumMeta)]
     for name in sorted(names):
         if not hasattr(real, name):
-            problems.append(f"{name}: not in the real module")
+            if not any(name in enum.__members__ for enum in enums):  # else a member of an enum it uses
+                problems.append(f"{name}: not in the real module")
             continue
         if not hasattr(standin.hip, name):
             problems.append(f"{name}: not in the stand-in")

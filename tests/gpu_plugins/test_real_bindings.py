@@ -27,6 +27,7 @@ from gpu_fixtures import (
 )
 
 from offloadrt import AllocType, EventFlags, EventInfo, OffloadError, api
+from offloadrt.api import _foreign
 
 from .vendors import Vendor
 
@@ -57,6 +58,9 @@ def representative_workload(vendor: Vendor, runtime: Runtime) -> None:
         for pattern in FILL_PATTERNS:
             api.olMemFill(queue, pointers[AllocType.DEVICE], pattern, len(pattern) * 4)
     api.olMemFill(None, pointers[AllocType.HOST] + 1, b"\x01\x02\x03\x04\x05\x06", 12)
+    for address in (*pointers.values(), source_address):  # where memory lives (foreign arrays coming in)
+        _foreign.locate_pointer(gpu0, address)
+    _foreign.wait_for_stream(gpu0, queues[1]._ai.stream, queues[0])  # a driver stream offloadrt did not make
     prog = vendor.program(gpu0)
     for image in vendor.other_images():
         api.olDestroyProgram(vendor.program(gpu0, image))
