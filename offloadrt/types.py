@@ -183,6 +183,12 @@ class SymbolInfo(IntEnum):
     NAME = 3
 
 
+#: How many times a field of any Dimensions or KernelLaunchSizeArgs was set: a launch path that
+#: remembers what it checked of a launch-size object, by identity, knows the object is unchanged
+#: while this count is (read the count before the fields).
+LAUNCH_SIZE_WRITES = [0]
+
+
 @dataclass
 class Dimensions:
     """``ol_dimensions_t``: three extents, each an integer in 0 .. 2**32-1 (checked when set:
@@ -199,6 +205,11 @@ class Dimensions:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"Dimensions.{name} must be in 0 .. 2**32-1 (a C uint32_t), got {number}")
         object.__setattr__(self, name, number)
+        LAUNCH_SIZE_WRITES[0] += 1  # after the write: a reader that counted before it sees a change
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        LAUNCH_SIZE_WRITES[0] += 1
 
 
 @dataclass
@@ -222,6 +233,11 @@ class KernelLaunchSizeArgs:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"KernelLaunchSizeArgs.{name} must be a Dimensions, got {type(value).__name__}")
         object.__setattr__(self, name, value)
+        LAUNCH_SIZE_WRITES[0] += 1  # after the write (see Dimensions.__setattr__)
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        LAUNCH_SIZE_WRITES[0] += 1
 
 
 #: an extra line of ``offloadrt info`` a device reports beyond DeviceInfo: (label, value, unit); the value is

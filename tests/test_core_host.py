@@ -993,3 +993,40 @@ def test_the_end_of_a_with_block_raises_a_failure_nobody_saw(program: offloadrt.
         with offloadrt.device("host").queue() as failing:
             failing.launch(program.kernel("fault"), 1, 1)
             raise ValueError("body")
+
+
+def test_queued_copies_of_numpy_arrays_keep_every_check(host: offloadrt.Device) -> None:
+    """copy_from/copy_to take a hot path for a C-contiguous NumPy array on an open queue of the
+    buffer's device; whatever it does not take still gets transfer's checks and errors."""
+    queue, other = host.queue(), offloadrt.Queue(host)
+    buffer = host.allocate(16)
+    data = np.arange(4, dtype=np.int32)
+    buffer.copy_from(data, queue)
+    out = np.zeros(4, np.int32)
+    buffer.copy_to(out, queue)
+    strided_in = np.arange(8, dtype=np.int32)[::2] * 10
+    buffer.copy_from(strided_in, queue)  # not contiguous: copied to a contiguous temporary
+    out2 = np.zeros(4, np.int32)
+    buffer.copy_to(out2, queue)
+    queue.sync()
+    assert list(out) == [0, 1, 2, 3] and list(out2) == [0, 20, 40, 60]
+    read_only = np.zeros(4, np.int32)
+    read_only.flags.writeable = False
+    strided_out = np.zeros(8, np.int32)[::2]
+    cases = [(lambda: buffer.copy_from(np.zeros(3, np.int32), queue), ErrorCode.INVALID_SIZE),
+             (lambda: buffer.copy_to(np.zeros(5, np.int32), queue), ErrorCode.INVALID_SIZE),
+             (lambda: buffer.copy_to(read_only, queue), ErrorCode.INVALID_ARGUMENT),
+             (lambda: buffer.copy_to(strided_out, queue), ErrorCode.INVALID_ARGUMENT),
+             (lambda: buffer.copy_from(data, "queue"), ErrorCode.INVALID_ARGUMENT)]
+    other.close()
+    cases += [(lambda: buffer.copy_from(data, other), ErrorCode.INVALID_QUEUE),
+              (lambda: buffer.copy_to(out, other), ErrorCode.INVALID_QUEUE)]
+    for call, code in cases:
+        with pytest.raises(OffloadError) as info:
+            call()
+        assert code_of(info) == code, info.value
+    buffer.close()
+    with pytest.raises(OffloadError) as info:
+        buffer.copy_from(data, queue)
+    assert code_of(info) == ErrorCode.INVALID_ARGUMENT and "closed" in info.value.details
+    queue.close()

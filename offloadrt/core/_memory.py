@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from .. import api
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import AllocType, DeviceType
 from . import _copy, _hostmem, _runtime  # (_copy: used at call time only)
-from ._errors import NotAvailableError
+from ._errors import NotAvailableError, with_context
+from ._queue import Queue
+
+_ndarray = np.ndarray
+_char_at = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 
 if TYPE_CHECKING:
     from ._device import Device
     from ._pool import _Home
-    from ._queue import Queue
 
 
 def foreign(device: Device, ptr: int, nbytes: int, kind: AllocType, owner: object) -> Buffer:
@@ -149,12 +157,58 @@ class Buffer:
         Without ``queue`` the copy is done when the call returns; with one it runs in the queue's
         order, and a host object is kept alive until it has run.
         """
+        # The hot path, in this frame: a C-contiguous NumPy array (ctypes takes only those) of this
+        # buffer's size onto an open queue of this buffer's device, whose runtime is running, as
+        # _copy.transfer would check it; anything else takes transfer, which says what is wrong.
+        if type(src) is _ndarray and isinstance(queue, Queue):
+            home = self._home
+            device = home.device
+            ptr = self._ptr
+            handle = queue._handle
+            if (ptr is not None and handle is not None and queue._device is device and src.nbytes == self.nbytes
+                    and self.nbytes and not device._runtime.closed):
+                try:
+                    address = _addressof(_char_at(src))  # type: ignore[arg-type]
+                except (TypeError, ValueError, BufferError):
+                    pass  # not C-contiguous, or read-only: transfer copies it or says why
+                else:
+                    try:
+                        api.olMemcpy(handle, ptr, device.handle, address, device._runtime.host.handle, self.nbytes)
+                    except OffloadError as exc:
+                        raise with_context(exc, f"copying {self.nbytes} bytes from {_hostmem._describe(src)} "
+                                                f"to {self!r}") from exc
+                    if self._queues is not queue:
+                        self._use(queue)
+                    queue._hold(src)
+                    return
         _copy.copy(self, src, queue, into=True)
 
     def copy_to(self, dst: Any, queue: Queue | None = None) -> None:
         """Copy this buffer into ``dst`` (a :class:`Buffer`, an :class:`Array`, or a writable host object
         with the buffer protocol, such as a NumPy array). Sizes must match. ``queue`` as for
         :meth:`copy_from`."""
+        # The hot path, as in copy_from: a writable C-contiguous NumPy array, on an open queue of
+        # this buffer's device (which does a device-to-host copy).
+        if type(dst) is _ndarray and isinstance(queue, Queue):
+            device = self._home.device
+            ptr = self._ptr
+            handle = queue._handle
+            if (ptr is not None and handle is not None and queue._device is device and dst.nbytes == self.nbytes
+                    and self.nbytes and not device._runtime.closed):
+                try:
+                    address = _addressof(_char_at(dst))  # type: ignore[arg-type]
+                except (TypeError, ValueError, BufferError):
+                    pass
+                else:
+                    try:
+                        api.olMemcpy(handle, address, device._runtime.host.handle, ptr, device.handle, self.nbytes)
+                    except OffloadError as exc:
+                        raise with_context(exc, f"copying {self.nbytes} bytes from {self!r} to "
+                                                f"{_hostmem._describe(dst)}") from exc
+                    if self._queues is not queue:
+                        self._use(queue)
+                    queue._hold(dst)
+                    return
         _copy.copy(self, dst, queue, into=False)
 
     def fill(self, pattern: Any, queue: Queue | None = None) -> None:

@@ -57,7 +57,7 @@ class AmdGpuDevice(GpuDevice):
     HOST_REGISTER_FLAGS = ("hipHostRegisterPortable", "hipHostRegisterMapped")
     label = "AMDGPU"
     peer_enable_call = "hipDeviceEnablePeerAccess"
-    # .token: the device made current; .buffers: the launch buffers
+    # .cell.token: the device made current; .cell: the launch buffers too
     thread_state: ClassVar[ThreadState] = ThreadState(hd.HIP_LAUNCH_PARAM_BUFFER_POINTER,
                                                      hd.HIP_LAUNCH_PARAM_BUFFER_SIZE, hd.HIP_LAUNCH_PARAM_END)
     # hipModuleLaunchKernel refuses a block larger than the kernel's launch bounds with status 719

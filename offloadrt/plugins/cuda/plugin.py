@@ -58,7 +58,7 @@ class CudaDevice(GpuDevice):
     HOST_REGISTER_FLAGS = ("CU_MEMHOSTREGISTER_PORTABLE", "CU_MEMHOSTREGISTER_DEVICEMAP")
     label = "CUDA"
     default_shared_limit = DEFAULT_SHARED_LIMIT
-    # .token: the CUcontext value made current; .buffers: the launch buffers
+    # .cell.token: the CUcontext value made current; .cell: the launch buffers too
     thread_state: ClassVar[ThreadState] = ThreadState(cd.CU_LAUNCH_PARAM_BUFFER_POINTER,
                                                      cd.CU_LAUNCH_PARAM_BUFFER_SIZE, cd.CU_LAUNCH_PARAM_END)
     peer_limit_statuses = (711,)  # CUDA_ERROR_TOO_MANY_PEERS

@@ -26,7 +26,7 @@ from .hostcalls import HOST_TRAMPOLINE_ADDRESS
 from .launch import GpuImage, GpuKernel
 from .plugin import GpuPlugin, gpu_info
 from .streams import GpuEvent, GpuStream
-from .threads import LaunchBuffers, ThreadState
+from .threads import ThreadCell, ThreadState
 
 __all__ = ["HOST_TRAMPOLINE_ADDRESS", "GpuDevice", "GpuDeviceCore", "GpuDriver", "GpuEvent", "GpuImage", "GpuKernel",
-           "GpuPlugin", "GpuStream", "LaunchBuffers", "ThreadState", "gpu_info"]
+           "GpuPlugin", "GpuStream", "ThreadCell", "ThreadState", "gpu_info"]

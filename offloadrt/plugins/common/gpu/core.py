@@ -75,7 +75,7 @@ class GpuDeviceCore(GenericDevice):
         self.driver = driver
         self.d = driver.module
         self.sticky: OffloadError | None = None
-        self.current_token: object = None  # what thread_state.token is while this device is current
+        self.current_token: object = None  # what thread_state.cell.token is while this device is current
         self.peers: dict[int, bool] = {}  # peer device id -> direct access enabled
         self.strided_memset = True  # the driver has the 2-D memsets (cleared at the first that is missing)
         self._peer_lock = threading.Lock()  # guards peers
@@ -225,16 +225,16 @@ class GpuDeviceCore(GenericDevice):
         """
         if self.sticky is not None:
             raise self.sticky
-        state = self.thread_state
+        cell = self.thread_state.cell
         # By identity, as the hot paths check it: a token equal to this device's but left by an
         # earlier start of the driver (the same primary context) is made current once more.
-        if select or state.token is not self.current_token:
-            if state.token is IN_HOST_FUNCTION:
+        if select or cell.token is not self.current_token:
+            if cell.token is IN_HOST_FUNCTION:
                 raise self._refused_in_host_function()
             self._make_current()
-            state.token = self.current_token
+            cell.token = self.current_token
             if self.sticky is not None:  # poisoned meanwhile, maybe after this thread took the new token
-                state.token = None
+                cell.token = None
                 raise self.sticky
         return self.d
 
@@ -267,8 +267,8 @@ class GpuDeviceCore(GenericDevice):
         for key, entry in list(host_calls.items()):
             if entry[2].device is self:
                 host_calls.pop(key, None)
-        if self.thread_state.token == self.current_token:
-            self.thread_state.token = None
+        if self.thread_state.cell.token == self.current_token:
+            self.thread_state.cell.token = None
         try:
             self._release_device()
         except OffloadError as exc:

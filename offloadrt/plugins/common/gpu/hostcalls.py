@@ -35,9 +35,9 @@ def _run_host_call(key: int | None) -> None:
         return  # the queue failed before this point: later host work does not run
     # The driver forbids calls into itself from its callback thread: GpuDeviceCore.enter refuses them
     # while the vendor's token says a host function runs here (the fast path sees a mismatch).
-    state = type(device).thread_state
-    token = state.token
-    state.token = IN_HOST_FUNCTION
+    cell = type(device).thread_state.cell
+    token = cell.token
+    cell.token = IN_HOST_FUNCTION
     set_host_function_queue(queue)
     try:
         callback(user_data)
@@ -53,7 +53,7 @@ def _run_host_call(key: int | None) -> None:
             queue.move_failure_to(position)
     finally:
         set_host_function_queue(None)
-        state.token = token
+        cell.token = token
 
 
 IN_HOST_FUNCTION = object()  # a vendor's thread token while a host function of its runs on the thread

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ....errors import OffloadError
-from ....types import KernelLaunchSizeArgs
+from ....types import LAUNCH_SIZE_WRITES, KernelLaunchSizeArgs
 from .. import Dim3
 from ..image import DeviceImage, GenericKernel, GlobalVariable
 from ..launch import check_launch_shape
@@ -106,40 +106,53 @@ class GpuPrograms(GpuDeviceCore):
         function = kernel.function
         state = self.thread_state
         wrapper = self.extra_wrapper
+        drv_launch = self.drv_launch
+        no_params = self.no_kernel_params
+        writes = LAUNCH_SIZE_WRITES
         shapes: set[tuple[Any, ...]] = set()  # (gx, gy, gz, bx, by, bz, dyn, dimensions) that passed
         limit = self.FAST_SHAPES_PER_KERNEL
+        # The launch-size object of the last launch that passed, the write count it was read at, and
+        # its extents: while both still hold, the object is unchanged and its shape passed already.
+        checked: tuple[Any, int, tuple[int, ...]] = (None, -1, ())
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
-            if ai.failure is not None or image.unloaded or state.token is not self.current_token:
+            nonlocal checked
+            cell = state.cell
+            if ai.failure is not None or image.unloaded or cell.token is not self.current_token:
                 return False
-            try:
-                ng = sizes.num_groups
-                gs = sizes.group_size
-                gx, gy, gz, bx, by, bz, dyn = ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory
-                key = (gx, gy, gz, bx, by, bz, dyn, sizes.dimensions)
-            except AttributeError:
-                return False
-            if key not in shapes:
-                # The kernel's shared-memory limit only rises: a shape within it stays within it.
-                if not self._fast_shape_ok(key) or dyn > kernel.shared_limit:
+            last = checked
+            if last[0] is sizes and last[1] == writes[0]:
+                gx, gy, gz, bx, by, bz, dyn = last[2]
+            else:
+                count = writes[0]
+                try:
+                    ng = sizes.num_groups
+                    gs = sizes.group_size
+                    gx, gy, gz, bx, by, bz, dyn = ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory
+                    key = (gx, gy, gz, bx, by, bz, dyn, sizes.dimensions)
+                except AttributeError:
                     return False
-                if len(shapes) < limit:
-                    shapes.add(key)
+                if key not in shapes:
+                    # The kernel's shared-memory limit only rises: a shape within it stays within it.
+                    if not self._fast_shape_ok(key) or dyn > kernel.shared_limit:
+                        return False
+                    if len(shapes) < limit:
+                        shapes.add(key)
+                checked = (sizes, count, key[:7])
             if args:
                 size = len(args)
                 if size != args_size and args_size is not None:
                     if not args_size < size <= args_most:  # type: ignore[operator]  # (a shorter blob is refused)
                         return False
                     size = args_size  # the C struct's tail padding is not the kernel's
-                buffers = state.buffers  # extra_for(), inline
-                if args is not buffers.last or size != buffers.size:
-                    buffers.copy(args, size)
-                extra = buffers.argument if buffers.wrapper is wrapper else buffers.wrap(wrapper)
+                if args is not cell.last or size != cell.size:  # extra_for(), inline
+                    cell.copy(args, size)
+                extra = cell.argument if cell.wrapper is wrapper else cell.wrap(wrapper)
             elif args_size:
                 return False
             else:
                 extra = 0
-            result = self.drv_launch(function, gx, gy, gz, bx, by, bz, dyn, ai.stream, self.no_kernel_params, extra)
+            result = drv_launch(function, gx, gy, gz, bx, by, bz, dyn, ai.stream, no_params, extra)
             if result[0]:
                 raise self._launch_failure(int(result[0]), kernel)
             return True
@@ -149,7 +162,7 @@ class GpuPrograms(GpuDeviceCore):
     def extra_for(self, args: bytes) -> Any:
         """The launch call's ``extra`` argument for ``args`` (non-empty, as the kernel takes it), packed
         in this thread's buffers."""
-        buffers = self.thread_state.buffers
+        buffers = self.thread_state.cell
         if args is not buffers.last or len(args) != buffers.size:
             buffers.copy(args, len(args))
         wrapper = self.extra_wrapper

@@ -154,7 +154,7 @@ class GpuMemory(GpuDeviceCore):
     # path of olMemcpy); anything else takes the generic method, then the hooks below.
     def data_submit(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         if (queue is not None and queue.failure is None
-                and self.thread_state.token is self.current_token):
+                and self.thread_state.cell.token is self.current_token):
             result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
                 raise self.failure(int(result[0]), self.call_names["memcpy_htod"])
@@ -163,7 +163,7 @@ class GpuMemory(GpuDeviceCore):
 
     def data_retrieve(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
         if (queue is not None and queue.failure is None
-                and self.thread_state.token is self.current_token):
+                and self.thread_state.cell.token is self.current_token):
             result = self.drv_memcpy_dtoh(dst, src, size, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
                 raise self.failure(int(result[0]), self.call_names["memcpy_dtoh"])
@@ -181,7 +181,7 @@ class GpuMemory(GpuDeviceCore):
         dtoh_name = self.call_names["memcpy_dtoh"]
 
         def copy(dst: int, src: int, size: int, ai: Any, to_device: bool) -> bool:
-            if ai.failure is not None or state.token is not self.current_token:
+            if ai.failure is not None or state.cell.token is not self.current_token:
                 return False
             if to_device:
                 result = self.drv_memcpy_htod(dst, src, size, ai.stream)
@@ -196,7 +196,7 @@ class GpuMemory(GpuDeviceCore):
         return copy
 
     def _data_submit_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        if queue is not None and self.thread_state.token is self.current_token:
+        if queue is not None and self.thread_state.cell.token is self.current_token:
             result = self.drv_memcpy_htod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
                 raise self.failure(int(result[0]), self.call_names["memcpy_htod"])
@@ -205,7 +205,7 @@ class GpuMemory(GpuDeviceCore):
         self.on_stream(queue, "memcpy_htod", dst, src, size)
 
     def _data_retrieve_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        if queue is not None and self.thread_state.token is self.current_token:
+        if queue is not None and self.thread_state.cell.token is self.current_token:
             result = self.drv_memcpy_dtoh(dst, src, size, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
                 raise self.failure(int(result[0]), self.call_names["memcpy_dtoh"])
@@ -214,7 +214,7 @@ class GpuMemory(GpuDeviceCore):
         self.on_stream(queue, "memcpy_dtoh", dst, src, size)
 
     def _data_memcpy_impl(self, dst: int, src: int, size: int, queue: AsyncInfo | None) -> None:
-        if queue is not None and self.thread_state.token is self.current_token:
+        if queue is not None and self.thread_state.cell.token is self.current_token:
             result = self.drv_memcpy_dtod(dst, src, size, queue.stream)  # type: ignore[attr-defined]
             if result[0]:
                 raise self.failure(int(result[0]), self.call_names["memcpy_dtod"])

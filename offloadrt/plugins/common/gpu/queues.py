@@ -26,7 +26,7 @@ class GpuQueues(GpuDeviceCore):
     def has_pending_work(self, queue: AsyncInfo) -> bool:
         # The generic method in one frame for a healthy device current on this thread (olDestroyQueue's
         # hot path); a queue with waits to settle takes the generic method (a drained stream stays so).
-        if self.thread_state.token is self.current_token:
+        if self.thread_state.cell.token is self.current_token:
             status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
             if status == NOT_READY:
                 return True
@@ -52,7 +52,7 @@ class GpuQueues(GpuDeviceCore):
         # The generic method in one frame for a healthy queue of a healthy device current on this
         # thread (olSyncQueue's hot path); anything else, and handing the queue back, takes it.
         if (not release and queue.failure is None
-                and self.thread_state.token is self.current_token):
+                and self.thread_state.cell.token is self.current_token):
             status = self.drv_stream_sync(queue.stream)[0]  # type: ignore[attr-defined]
             if not status and not queue.waits and queue.failure is None:  # type: ignore[attr-defined]
                 return  # (a host function that ran meanwhile may have failed the queue)
@@ -72,7 +72,7 @@ class GpuQueues(GpuDeviceCore):
     # The hot paths below skip enter() when the device is healthy and current on this thread, and
     # the waits' bookkeeping when the queue has no wait to settle.
     def _synchronize_impl(self, queue: AsyncInfo) -> None:
-        if self.thread_state.token is not self.current_token:
+        if self.thread_state.cell.token is not self.current_token:
             self.enter()
         result = self.drv_stream_sync(queue.stream)  # type: ignore[attr-defined]
         if result[0]:
@@ -81,7 +81,7 @@ class GpuQueues(GpuDeviceCore):
             self._settle_waits(queue)  # type: ignore[arg-type]
 
     def _query_impl(self, queue: AsyncInfo) -> bool:
-        if self.thread_state.token is not self.current_token:
+        if self.thread_state.cell.token is not self.current_token:
             self.enter()
         status = int(self.drv_stream_query(queue.stream)[0])  # type: ignore[attr-defined]
         if status == NOT_READY:
@@ -140,7 +140,7 @@ class GpuQueues(GpuDeviceCore):
 
     def _enqueue_host_call_impl(self, callback: Callable[[Any], object], user_data: Any,
                                 queue: AsyncInfo) -> None:
-        if self.thread_state.token is not self.current_token:
+        if self.thread_state.cell.token is not self.current_token:
             self.enter()
         key = next(host_keys)
         host_calls[key] = (callback, user_data, queue, queue.next_position())  # type: ignore[attr-defined,assignment]
@@ -169,7 +169,7 @@ class GpuQueues(GpuDeviceCore):
     # The generic event calls, each with its hot path in one frame (a healthy queue or event of a
     # healthy device already current on this thread); anything else takes the generic method.
     def create_event(self, queue: AsyncInfo, timed: bool = False) -> GenericEvent:
-        if not timed and queue.failure is None and self.thread_state.token is self.current_token:
+        if not timed and queue.failure is None and self.thread_state.cell.token is self.current_token:
             pool = self.event_pool
             try:  # a pooled driver event, taken as ResourcePool.free says
                 handle = pool.free.pop()
@@ -189,7 +189,7 @@ class GpuQueues(GpuDeviceCore):
         return super().create_event(queue, timed)
 
     def sync_event(self, event: GenericEvent) -> None:
-        if event.failure is None and self.thread_state.token is self.current_token:
+        if event.failure is None and self.thread_state.cell.token is self.current_token:
             status = self.drv_event_sync(event.event)[0]  # type: ignore[attr-defined]
             source = event.queue  # type: ignore[attr-defined]
             if not status and (source is None or (not source.waits and source.failure is None)):
@@ -219,7 +219,7 @@ class GpuQueues(GpuDeviceCore):
         return event
 
     def _record_event_impl(self, event: GenericEvent, queue: AsyncInfo) -> None:
-        if self.thread_state.token is not self.current_token:
+        if self.thread_state.cell.token is not self.current_token:
             self.enter()
         event.position = queue.submitted  # type: ignore[attr-defined]
         result = self.drv_event_record(event.event, queue.stream)  # type: ignore[attr-defined]
@@ -250,7 +250,7 @@ class GpuQueues(GpuDeviceCore):
         if self.sticky is not None:  # a poisoned device fails every queue, and so every event
             self._event_failed(event, self.sticky)  # type: ignore[arg-type]
             return
-        if self.thread_state.token is not self.current_token:
+        if self.thread_state.cell.token is not self.current_token:
             self.enter()
         status = self.drv_event_sync(event.event)[0]  # type: ignore[attr-defined]
         if status:

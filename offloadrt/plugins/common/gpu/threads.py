@@ -1,8 +1,8 @@
 """What a GPU vendor keeps per thread: the device made current there, and the launch buffers.
 
-Both are read on every launch, so they live together in one ``threading.local`` per vendor, and
-the buffers are a plain object (a ``threading.local`` makes every attribute read cost a lookup
-of the thread's dictionary).
+Both are read on every launch, so they live together in one plain object per thread, a
+:class:`ThreadCell`, the one attribute of the vendor's ``threading.local`` (whose attribute reads
+each cost a lookup of the thread's dictionary: a launch makes one).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any
 _EXTRA_BYTES = 5 * 8  # the extra array: five pointer-sized words
 _SIZE_AT = _EXTRA_BYTES  # then the blob's size (a size_t)
 _BLOB_AT = _SIZE_AT + 8  # then the blob
-_UNWRAPPED = object()  # LaunchBuffers.wrapper before the first wrap()
+_UNWRAPPED = object()  # ThreadCell.wrapper before the first wrap()
 
 
-class LaunchBuffers:
-    """One thread's memory for a launch's ``extra`` array and the copied argument blob.
+class ThreadCell:
+    """One thread's ``token`` (what the thread made current, see ``GpuDeviceCore.enter``; None until
+    it made a device current) and its memory for a launch's ``extra`` array and argument blob.
 
     The array is ``[BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END]`` with the vendor's marker
     values (CUDA ends it with 0, HIP with 3); the array, the size and the blob share one buffer.
@@ -28,10 +29,11 @@ class LaunchBuffers:
     (``last``, ``size``).
     """
 
-    __slots__ = ("markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last", "wrapper",
+    __slots__ = ("token", "markers", "memory", "blob", "size_slot", "size", "capacity", "address", "last", "wrapper",
                  "argument")
 
     def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
+        self.token: object = None
         self.markers = (pointer_marker, size_marker, end_marker)
         self._allocate(256)
 
@@ -73,10 +75,7 @@ class LaunchBuffers:
 
 
 class ThreadState(threading.local):
-    """A vendor's per-thread state: ``token``, what the thread made current (see
-    ``GpuDeviceCore.enter``; None until it made a device current), and ``buffers``."""
-
-    token: object = None
+    """A vendor's per-thread state: ``cell``, the thread's :class:`ThreadCell`."""
 
     def __init__(self, pointer_marker: int, size_marker: int, end_marker: int) -> None:
-        self.buffers = LaunchBuffers(pointer_marker, size_marker, end_marker)
+        self.cell = ThreadCell(pointer_marker, size_marker, end_marker)
