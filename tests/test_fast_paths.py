@@ -6,8 +6,10 @@ is de-initialised under them."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 from gpu_fixtures import Runtime, host_buffer
 from gpu_plugins.vendors import VENDORS, Vendor
 
-from offloadrt import AllocType, ErrorCode, OffloadError, api
+from offloadrt import AllocType, Dimensions, ErrorCode, KernelLaunchSizeArgs, OffloadError, SymbolKind, api
 from offloadrt.plugins.common.resources import ResourcePool
 
 
@@ -379,3 +381,74 @@ def _close_under_racing_users() -> None:
 def test_pools_destroy_each_resource_once_when_closed_under_racing_users() -> None:
     for _ in range(20):
         _close_under_racing_users()
+
+
+def _launch_sizes_case(queue: api.Queue, device: api.Device, kernel: api.Symbol, blob: bytes | None,
+                       seen: list[Any]) -> None:
+    """A launch size object remembered by the hot path: writes to it (or to its Dimensions) are seen,
+    and an object that only looks like one is refused as the checked path refuses it."""
+    sizes = KernelLaunchSizeArgs(1, Dimensions(2, 1, 1), Dimensions(4, 1, 1))
+    for _ in range(3):
+        api.olLaunchKernel(queue, device, kernel, blob, sizes)
+    sizes.num_groups.x = 3  # in place, in the Dimensions the hot path read
+    api.olLaunchKernel(queue, device, kernel, blob, sizes)
+    sizes.group_size = Dimensions(0, 1, 1)
+    expect(ErrorCode.INVALID_SIZE, api.olLaunchKernel, queue, device, kernel, blob, sizes)
+    sizes.group_size = Dimensions(8, 1, 1)
+    api.olLaunchKernel(queue, device, kernel, blob, sizes)
+    lookalike = SimpleNamespace(dimensions=1, num_groups=Dimensions(2, 1, 1), group_size=Dimensions(4, 1, 1),
+                                dyn_shared_memory=0)
+    err = expect(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, queue, device, kernel, blob, lookalike)
+    assert "KernelLaunchSizeArgs" in err.details
+    api.olSyncQueue(queue)
+    assert [(groups, items) for groups, items in seen] == [(2, 4)] * 3 + [(3, 4), (3, 8)]
+
+
+def test_the_launch_hot_path_sees_every_write_to_a_launch_size_on_a_gpu(vendor: Vendor, rt: Runtime) -> None:
+    seen: list[Any] = []
+    vendor.standin.register_kernel("record", lambda params, grid, block, *_: seen.append((grid[0], block[0])))
+    gpu = rt.gpus[0]
+    kernel = api.olGetSymbol(vendor.program(gpu), "record", SymbolKind.KERNEL)
+    queue = api.olCreateQueue(gpu)
+    _launch_sizes_case(queue, gpu, kernel, bytes(8), seen)
+    api.olDestroyQueue(queue)
+
+
+def test_the_launch_hot_path_sees_every_write_to_a_launch_size_on_the_host(build: Any) -> None:
+    api.olInit()
+    try:
+        devices: list[api.Device] = []
+        api.olIterateDevices(lambda device, _: devices.append(device))
+        host = devices[-1]
+        program = api.olCreateProgram(host, build("basic"))
+        kernel = api.olGetSymbol(program, "foo", SymbolKind.KERNEL)
+        out = (ctypes.c_uint32 * 64)()
+        queue = api.olCreateQueue(host)
+        seen: list[Any] = []
+
+        def filled() -> None:  # how many items the last launch wrote, as (groups, items) per group of 4/8
+            count = sum(1 for value in out[1:] if value) + 1
+            out[:] = [0] * 64
+            seen.append(count)
+
+        blob = ctypes.c_uint64(ctypes.addressof(out))
+        sizes = KernelLaunchSizeArgs(1, Dimensions(2, 1, 1), Dimensions(4, 1, 1))
+        for _ in range(2):
+            api.olLaunchKernel(queue, host, kernel, bytes(blob), sizes)
+            api.olSyncQueue(queue)
+            filled()
+        sizes.num_groups.x = 3
+        api.olLaunchKernel(queue, host, kernel, bytes(blob), sizes)
+        api.olSyncQueue(queue)
+        filled()
+        sizes.group_size = Dimensions(0, 1, 1)
+        expect(ErrorCode.INVALID_SIZE, api.olLaunchKernel, queue, host, kernel, bytes(blob), sizes)
+        lookalike = SimpleNamespace(dimensions=1, num_groups=Dimensions(2, 1, 1), group_size=Dimensions(4, 1, 1),
+                                    dyn_shared_memory=0)
+        err = expect(ErrorCode.INVALID_ARGUMENT, api.olLaunchKernel, queue, host, kernel, bytes(blob), lookalike)
+        assert "KernelLaunchSizeArgs" in err.details
+        assert seen == [8, 8, 12]
+        api.olDestroyQueue(queue)
+        api.olDestroyProgram(program)
+    finally:
+        api.olShutDown()

@@ -175,10 +175,11 @@ def olLaunchKernel(queue: Queue | None, device: Device, kernel: Symbol, args: by
     # device's launcher (GenericDevice.launcher), which takes it only if every later check passes
     # too. Anything else (no queue, a wrong handle or argument, a cold launch shape, tracing on,
     # no runtime) takes the checked entry point, which finds and reports what is wrong.
+    # (The launcher checks that launch_size_args is a KernelLaunchSizeArgs, unless it is the very
+    # object of a launch that passed.)
     ctx = _STATE.untraced
     if (ctx is not None and type(kernel) is Symbol and type(queue) is Queue
-            and (type(args) is bytes or args is None) and type(launch_size_args) is KernelLaunchSizeArgs
-            and kernel.device is device and queue.device is device):
+            and (type(args) is bytes or args is None) and kernel.device is device and queue.device is device):
         launch = kernel._launch
         ai = queue._ai
         if launch is not None and ai is not None and launch(ai, args, launch_size_args):

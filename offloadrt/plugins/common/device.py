@@ -235,7 +235,9 @@ class GenericDevice(QueueOps):
         """A fast path for queued launches of ``kernel``, or None (every launch takes :meth:`launch_kernel`).
 
         ``launch(queue, args, sizes)`` is called with a queue of this device, ``args`` as ``bytes``
-        or None and a ``KernelLaunchSizeArgs``. It either does exactly what the checked path
+        or None and ``sizes`` as given to ``olLaunchKernel`` (it checks that it is a
+        ``KernelLaunchSizeArgs``, unless it is the very object of a launch that passed and no
+        launch size was written since: ``types.LAUNCH_SIZE_WRITES``). It either does exactly what the checked path
         (``olLaunchKernel``'s checks, then :meth:`launch_kernel`) would do with them and returns
         True, or does nothing and returns False: then the checked path runs and says what is
         wrong. It never raises; a backend keeps in it only what it can check without a doubt.

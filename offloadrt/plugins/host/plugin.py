@@ -16,7 +16,7 @@ from typing import Any
 
 from ... import __version__
 from ...errors import ErrorCode, OffloadError
-from ...types import AllocType, DeviceInfo, KernelLaunchSizeArgs, PlatformBackend
+from ...types import LAUNCH_SIZE_WRITES, AllocType, DeviceInfo, KernelLaunchSizeArgs, PlatformBackend
 from ..common import Dim3, GenericDevice, GenericPlugin
 from ..common.image import DeviceImage, GenericKernel, GlobalVariable
 from ..common.launch import check_launch_shape
@@ -213,24 +213,37 @@ class HostDevice(GenericDevice):
         prepare = self._prepare_fast_shape
         limit = self.FAST_SHAPES_PER_KERNEL
         blobs_kept, largest_kept = self.FAST_BLOBS_PER_SHAPE, self.FAST_BLOB_KEPT_BYTES
+        writes = LAUNCH_SIZE_WRITES
+        # The launch-size object of the last launch that passed, the write count it was read at, and
+        # its shape's entry: while both still hold, the object is unchanged (see GpuPrograms.launcher).
+        checked: tuple[Any, int, Any] = (None, -1, None)
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
+            nonlocal checked
             if ai.failure is not None or image.unloaded:
                 return False
-            try:
-                ng = sizes.num_groups
-                gs = sizes.group_size
-                key = (sizes.dimensions, ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory)
-            except AttributeError:
-                return False
-            entry = shapes.get(key)
-            if entry is None:
-                prepared = prepare(key)
-                if prepared is None:
+            last = checked
+            if last[0] is sizes and last[1] == writes[0]:
+                entry = last[2]
+            else:
+                if type(sizes) is not KernelLaunchSizeArgs:
                     return False
-                entry = [prepared, shapes, None, {}]  # (a fresh object as "last args": no blob is it)
-                if len(shapes) < limit:
-                    shapes[key] = entry
+                count = writes[0]
+                try:
+                    ng = sizes.num_groups
+                    gs = sizes.group_size
+                    key = (sizes.dimensions, ng.x, ng.y, ng.z, gs.x, gs.y, gs.z, sizes.dyn_shared_memory)
+                except AttributeError:
+                    return False
+                entry = shapes.get(key)
+                if entry is None:
+                    prepared = prepare(key)
+                    if prepared is None:
+                        return False
+                    entry = [prepared, shapes, None, {}]  # (a fresh object as "last args": no blob is it)
+                    if len(shapes) < limit:
+                        shapes[key] = entry
+                checked = (sizes, count, entry)
             if args is entry[1]:
                 item = entry[2]
             else:

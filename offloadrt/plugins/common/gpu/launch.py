@@ -124,6 +124,8 @@ class GpuPrograms(GpuDeviceCore):
             if last[0] is sizes and last[1] == writes[0]:
                 gx, gy, gz, bx, by, bz, dyn = last[2]
             else:
+                if type(sizes) is not KernelLaunchSizeArgs:
+                    return False
                 count = writes[0]
                 try:
                     ng = sizes.num_groups
