@@ -174,10 +174,10 @@ def test_after_a_sticky_fault_the_hot_paths_of_a_thread_that_used_the_device_ref
     api.olSyncEvent(api.olCreateEvent(bystander))
     api.olSyncQueue(bystander)
     gdev = gpu._gdev
-    assert gdev.thread_state.token is gdev.current_token  # this thread takes the hot paths
+    assert gdev.thread_state.cell.token is gdev.current_token  # this thread takes the hot paths
     launch_boom(vendor, queue, gpu)
     expect(ErrorCode.QUEUE_ERROR, api.olSyncQueue, queue)
-    assert gdev.thread_state.token is not gdev.current_token
+    assert gdev.thread_state.cell.token is not gdev.current_token
     roles = ("memcpy_htod", "memcpy_dtoh", "launch", "event_record")
     before = {role: vendor.count(role) for role in roles}
     for call, fn, args in [
