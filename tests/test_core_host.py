@@ -1030,3 +1030,34 @@ def test_queued_copies_of_numpy_arrays_keep_every_check(host: offloadrt.Device) 
         buffer.copy_from(data, queue)
     assert code_of(info) == ErrorCode.INVALID_ARGUMENT and "closed" in info.value.details
     queue.close()
+
+
+def test_threads_copying_on_one_queue_seal_and_let_go_safely(host: offloadrt.Device) -> None:
+    """Several threads queue copies of temporaries on one queue at once (batches are sealed and let
+    go concurrently): every copy lands, none raises, and after sync nothing is held."""
+    from offloadrt.core._queue import HOLD_BATCH
+
+    queue = host.queue()
+    buffers = [host.allocate(8) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def body(index: int) -> None:
+        try:
+            for value in range(3 * HOLD_BATCH):
+                buffers[index].copy_from(np.array([index, value], np.int32), queue)
+        except BaseException as exc:  # noqa: BLE001  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors, errors
+    queue.sync()
+    for index, buffer in enumerate(buffers):
+        out = np.zeros(2, np.int32)
+        buffer.copy_to(out)
+        assert list(out) == [index, 3 * HOLD_BATCH - 1]
+    assert queue._held == [] and queue._sealed == []
+    queue.close()

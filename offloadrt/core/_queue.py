@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ class Queue:
     """
 
     __slots__ = ("_handle", "_device", "_device_handle", "_final_event", "_error_seen", "_held", "_sealed",
-                 "__weakref__")
+                 "_hold_lock", "__weakref__")
 
     def __init__(self, device: Device) -> None:
         device._runtime.check()
@@ -63,6 +64,9 @@ class Queue:
         # seal, and the sealed batches with the event after them, oldest first.
         self._held: list[object] = []
         self._sealed: list[tuple[api.Event, list[object]]] = []
+        # Guards taking batches out of _held/_sealed (appending to _held needs no lock: list.append is
+        # atomic, and an object appended to a batch being taken had its copy queued before the take).
+        self._hold_lock = threading.Lock()
         device._runtime.add_queue(self)
 
     @property
@@ -88,15 +92,20 @@ class Queue:
 
         Not from a host function (``INVALID_ARGUMENT``): the work it would wait for may be behind it.
         """
+        handle = self._live()
+        taken = self._take_held() if self._held or self._sealed else None  # what the sync covers
         try:
-            api.olSyncQueue(self._live())
+            api.olSyncQueue(handle)
         except OffloadError as exc:
             self._error_seen = True
+            if taken is not None:
+                self._put_back_held(*taken)
             if exc.code == ErrorCode.QUEUE_ERROR:
                 raise
             raise with_context(exc, f"syncing {self!r}") from exc
-        if self._held or self._sealed:
-            self._release_held()
+        if taken is not None:
+            for event, _batch in taken[0]:
+                _destroy_event(event)
 
     # ---- host objects of queued copies -----------------------------------------------------------
 
@@ -112,37 +121,53 @@ class Queue:
             self._seal()
 
     def _seal(self) -> None:
-        sealed = self._sealed
-        while sealed:  # oldest first: let go of the batches whose work is done
-            try:
-                done = api.olGetEventInfo(sealed[0][0], EventInfo.IS_COMPLETE)
-            except OffloadError:
-                done = False
-            if not done or api.olGetQueueError(self._live())[0] is not None:
-                break  # (on a failed queue a GPU may still run the work behind the failure: hold on)
-            _destroy_event(sealed.pop(0)[0])
+        if not self._hold_lock.acquire(blocking=False):
+            return  # another thread seals: this batch goes into the next
         try:
-            event = api.olCreateEvent(self._live())
-        except OffloadError:
-            return  # a failed or closed queue: hold on; closing hands everything to the runtime
-        sealed.append((event, self._held))
-        self._held = []
+            sealed = self._sealed
+            while sealed:  # oldest first: let go of the batches whose work is done
+                try:
+                    done = api.olGetEventInfo(sealed[0][0], EventInfo.IS_COMPLETE)
+                except OffloadError:
+                    done = False
+                if not done or api.olGetQueueError(self._live())[0] is not None:
+                    break  # (on a failed queue a GPU may still run the work behind the failure: hold on)
+                _destroy_event(sealed.pop(0)[0])
+            batch, self._held = self._held, []  # every copy of these was queued before the event below
+            try:
+                event = api.olCreateEvent(self._live())
+            except OffloadError:  # a failed or closed queue: hold on; closing hands everything over
+                self._held = batch + self._held
+                return
+            sealed.append((event, batch))
+        finally:
+            self._hold_lock.release()
+
+    def _take_held(self) -> tuple[list[tuple[api.Event, list[object]]], list[object]]:
+        """Take every sealed batch and the held objects out of the queue (the caller holds them now)."""
+        with self._hold_lock:
+            taken = (self._sealed, self._held)
+            self._sealed, self._held = [], []
+        return taken
+
+    def _put_back_held(self, sealed: list[tuple[api.Event, list[object]]], held: list[object]) -> None:
+        with self._hold_lock:
+            self._sealed = sealed + self._sealed
+            self._held = held + self._held
 
     def _release_held(self) -> None:
-        """The queue's work is done: let go of every held object."""
-        for event, _batch in self._sealed:
+        """The queue's work given before this call is done: let go of what it held."""
+        sealed, _held = self._take_held()
+        for event, _batch in sealed:
             _destroy_event(event)
-        self._sealed = []
-        self._held = []
 
     def _hand_over_held(self, final: Event | None) -> None:
         """The queue is closed: the runtime holds its objects until ``final`` is complete (None: until
         the runtime ends)."""
-        held = [batch for _event, batch in self._sealed] + [self._held]
-        for event, _batch in self._sealed:
+        sealed, held = self._take_held()
+        for event, _batch in sealed:
             _destroy_event(event)
-        self._sealed, self._held = [], []
-        self._device._runtime.hold(final, held)
+        self._device._runtime.hold(final, [batch for _event, batch in sealed] + [held])
 
     @property
     def done(self) -> bool:
