@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import call_with_timeout
 from fake_plugins import TWIN_PLATFORM_NAME, Factory, HostTwinPlugin, registered
 
 import offloadrt
@@ -181,6 +184,58 @@ def test_at_exit_the_layer_drains_its_queues_first(extra: str, expected_out: str
         assert expected_err in result.stderr and "OffloadWarning" in result.stderr
     else:
         assert result.stderr == ""
+
+
+STUCK_SCRIPT = """
+import atexit, threading, offloadrt
+atexit.register(lambda: print("exit handlers ran"))   # runs after the layer's handler
+host = offloadrt.device("host")
+queue = host.queue()
+queue.host_function(threading.Event().wait)   # never set: this work never finishes
+"""
+
+
+def test_at_exit_queued_work_that_never_finishes_is_waited_for_only_until_a_deadline() -> None:
+    env = {**os.environ, "OFFLOADRT_EXIT_TIMEOUT": "0.3"}
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", STUCK_SCRIPT], capture_output=True, text=True, timeout=60,
+                            check=False, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "exit handlers ran"
+    assert "1 queue(s) still have work after 0.3 s (OFFLOADRT_EXIT_TIMEOUT)" in result.stderr, result.stderr
+    assert "will not finish" in result.stderr and time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("value,seconds", [(None, _runtime.EXIT_TIMEOUT), ("0", 0.0), ("2.5", 2.5), ("-1", None),
+                                           ("soon", None), ("inf", None), ("nan", None)])
+def test_the_exit_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: str | None,
+                                                     seconds: float | None) -> None:
+    if value is None:
+        monkeypatch.delenv("OFFLOADRT_EXIT_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("OFFLOADRT_EXIT_TIMEOUT", value)
+    if seconds is not None:
+        assert _runtime.exit_timeout() == seconds
+        return
+    with pytest.warns(offloadrt.OffloadWarning, match="is not a number of seconds >= 0"):
+        assert _runtime.exit_timeout() == _runtime.EXIT_TIMEOUT
+
+
+@pytest.mark.parametrize("leaving", [KeyboardInterrupt, SystemExit])
+def test_a_queue_block_left_by_a_base_exception_does_not_wait(host: offloadrt.Device, gate: threading.Event,
+                                                               leaving: type[BaseException]) -> None:
+    held: list[offloadrt.Queue] = []
+
+    def body() -> None:
+        with host.queue() as queue:
+            held.append(queue)
+            hold(queue, gate)
+            raise leaving()
+
+    with pytest.raises(leaving):
+        call_with_timeout(body, timeout=WAIT / 2)  # the queue's work waits for the gate: no sync happened
+    assert held[0]._handle is None  # closed all the same
+    gate.set()
 
 
 # ---- buffers -----------------------------------------------------------------------------------

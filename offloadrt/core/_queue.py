@@ -34,7 +34,8 @@ class Queue:
     """An in-order queue of work on one device: copies, fills, kernel launches, host functions.
 
     Work runs asynchronously, in the order it was given. Use a queue in a ``with`` block: at its
-    end the queue waits for its work (:meth:`sync`) and is closed. A kernel fault or a host
+    end the queue waits for its work (:meth:`sync`) and is closed (without waiting when the block
+    is left by a ``BaseException`` that is no ``Exception``, such as ``KeyboardInterrupt``). A kernel fault or a host
     function that raises puts the queue in the error state: later work does not run, and
     :meth:`sync` raises ``QUEUE_ERROR`` (``error`` tells the original failure). The error state is
     never cleared; make a new queue.
@@ -360,7 +361,10 @@ class Queue:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         seen = self._error_seen
         try:
-            if self._handle is not None:
+            # Left by KeyboardInterrupt, SystemExit or another BaseException that is no Exception: the
+            # user wants out, so do not wait for the work (close, which never waits, still runs).
+            leaving = exc_type is not None and not (isinstance(exc_type, type) and issubclass(exc_type, Exception))
+            if self._handle is not None and not leaving:
                 try:
                     self.sync()
                 except OffloadError as error:

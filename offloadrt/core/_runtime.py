@@ -10,6 +10,7 @@ check looks for queued work that will never run.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import warnings
 import weakref
@@ -86,6 +87,28 @@ class Runtime:
             raise stale()
 
 
+def _drain_within(queues: list[Queue], timeout: float, unseen: list[str]) -> list[Queue]:
+    """Drain ``queues`` on a helper thread for at most ``timeout`` seconds; the queues not drained by
+    then (the thread goes on with them, and ends with the process)."""
+    drained: list[Queue] = []
+    finished = threading.Event()
+
+    def drain() -> None:
+        try:
+            for queue in queues:
+                failure = queue._drain()
+                if failure is not None:
+                    unseen.append(failure)
+                drained.append(queue)
+        finally:
+            finished.set()
+
+    threading.Thread(target=drain, name="offloadrt-exit-drain", daemon=True).start()
+    finished.wait(timeout)
+    done = set(map(id, drained))
+    return [queue for queue in queues if id(queue) not in done]
+
+
 def stale() -> OffloadError:
     return OffloadError(ErrorCode.INVALID_DEVICE, "this object belongs to an offloadrt runtime that was shut down; "
                                                   "get new devices with offloadrt.devices() or offloadrt.device()")
@@ -117,9 +140,29 @@ def _start() -> Runtime:
         return started
 
 
+EXIT_TIMEOUT = 5.0  # seconds the exit handler waits for queued work (OFFLOADRT_EXIT_TIMEOUT)
+
+
+def exit_timeout() -> float:
+    """``OFFLOADRT_EXIT_TIMEOUT`` in seconds (a number >= 0), else :data:`EXIT_TIMEOUT` (with a warning
+    when the variable is set to something else)."""
+    text = os.environ.get("OFFLOADRT_EXIT_TIMEOUT")
+    if text is None:
+        return EXIT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):
+        warnings.warn(f"offloadrt: OFFLOADRT_EXIT_TIMEOUT={text!r} is not a number of seconds >= 0; waiting "
+                      f"{EXIT_TIMEOUT:g} s", OffloadWarning, stacklevel=2)
+        return EXIT_TIMEOUT
+    return value
+
+
 def _at_exit() -> None:
     try:
-        shutdown()
+        shutdown(timeout=exit_timeout())
     except OffloadError as exc:
         warnings.warn(f"offloadrt: releasing the Python layer's runtime at exit failed: {exc}", OffloadWarning,
                       stacklevel=1)
@@ -138,12 +181,15 @@ def discard(dead: Runtime) -> None:
             device._pool._abandon()
 
 
-def shutdown() -> None:
+def shutdown(timeout: float | None = None) -> None:
     """Drain the layer's queues and give its runtime reference back (``olShutDown``).
 
     Objects made before become stale: using them raises ``INVALID_DEVICE`` (or the stale-handle
-    error of the ``ol*`` call). The next use of the layer starts a fresh runtime. Called at exit;
-    tests call it to leave no runtime behind.
+    error of the ``ol*`` call). The next use of the layer starts a fresh runtime. Called at exit,
+    with ``timeout``: the queues' work is waited for that many seconds at most; what has not
+    finished by then is left to end with the process (a warning says which queues), and the
+    runtime reference is not given back (its own exit check warns about the operations left).
+    Tests call it to leave no runtime behind.
     """
     global _current
     with _lock:
@@ -155,10 +201,19 @@ def shutdown() -> None:
         queues = list(current.live_queues)
         current.live_queues.clear()
     unseen: list[str] = []
-    for queue in queues:
-        failure = queue._drain()
-        if failure is not None:
-            unseen.append(failure)
+    if timeout is None:
+        for queue in queues:
+            failure = queue._drain()
+            if failure is not None:
+                unseen.append(failure)
+    else:
+        left = _drain_within(queues, timeout, unseen)
+        if left:
+            names = ", ".join(repr(queue) for queue in left[:8]) + (", ..." if len(left) > 8 else "")
+            warnings.warn(f"offloadrt: the interpreter is exiting and {len(left)} queue(s) still have work after "
+                          f"{timeout:g} s (OFFLOADRT_EXIT_TIMEOUT): {names}; that work will not finish",
+                          OffloadWarning, stacklevel=2)
+            return  # the work ends with the process; olShutDown would wait for it
     for device in current.devices:
         pool = device._pool
         if pool is not None:
