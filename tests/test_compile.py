@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,6 +187,18 @@ def test_language_detection() -> None:
     c23 = "#include <gpuintrin.h>\n// C++ would say extern \"C\"\n[[clang::address_space(3)]] int shared[4];\n"
     assert detect_lang(c23, host) == "gpu-c"
     assert detect_lang("#include <gpuintrin.h>\nnamespace k { }\n", amd) == "gpu-c++"
+    assert detect_lang("#include <gpuintrin.h>\n[[a]] class [[b]] x;\n", host) == "gpu-c++"  # between lists
+    assert detect_lang("#include <gpuintrin.h>\n[[a class]] [[ b\n", host) == "gpu-c"  # inside one
+
+
+def test_language_detection_is_linear_in_unclosed_attribute_lists() -> None:
+    """1 MB of unclosed ``[[`` with a C++ hint: a regular expression rescanning the rest from every
+    ``[[`` took about 40 minutes; the detection now runs through it once (a hang guard, not a timing)."""
+    code = ("from offloadrt.compile import Target, detect_lang\n"
+            "source = '#include <gpuintrin.h>\\nclass k;\\n' + '[[' * 500_000\n"
+            "print(detect_lang(source, Target('host')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "gpu-c++", result.stderr
 
 
 def test_portable_kernels_without_their_compiler_are_unsupported(host: offloadrt.Device,
