@@ -472,3 +472,10 @@ def test_the_toolchain_identity_names_the_tools_and_versions() -> None:
     host, cuda, amd = (_portable.toolchain_identity(t) for t in (HOST, PTX, AMDGPU))
     assert clang.path in host and clang.banner in cuda and "host gpuintrin" in host
     assert "LLD" in amd and "host gpuintrin" not in cuda
+
+
+def test_a_compile_failure_shows_its_command_as_a_shell_would_take_it() -> None:
+    error = expect(ErrorCode.COMPILE_FAILURE, _portable.compile_portable,
+                   "#include <gpuintrin.h>\n__gpu_kernel void k(int *p) { *p = ; }\n", ["-DLABEL=two words"],
+                   "gpu-c", HOST)
+    assert "'-DLABEL=two words'" in error.details, error.details  # quoted, as host C compile errors are

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -156,7 +157,7 @@ def run(command: Sequence[str], what: str, *, stdin: str | None = None, timeout:
         raise OffloadError(ErrorCode.HOST_TOOL_NOT_FOUND, f"{what}: cannot run {command[0]}: {exc}") from exc
     log = (done.stdout or "") + (done.stderr or "")
     if done.returncode != 0:
-        shown = " ".join(command)
+        shown = shlex.join(command)  # as the shell would need it (paths with spaces, quotes)
         raise OffloadError(ErrorCode.COMPILE_FAILURE,
                            f"{what} failed (exit status {done.returncode}):\n$ {shown}\n{log.rstrip()}")
     return log
