@@ -184,3 +184,82 @@ def test_threads_compiling_the_same_source_at_once(cache_dir: Path) -> None:
     assert not errors and len(results) == 4
     assert all(r.kernels == {"k": ("float64", "ptr")} for r in results)
     assert len(list(cache_dir.glob("*.olrtc"))) == 1 and not list(cache_dir.glob(".*.tmp"))
+
+
+def test_the_cache_folder_is_made_for_this_user_alone(compiles: list[str], cache_dir: Path) -> None:
+    old = os.umask(0)  # even so
+    try:
+        build(SOURCE)
+    finally:
+        os.umask(old)
+    assert (cache_dir.stat().st_mode & 0o777) == 0o700
+    build(SOURCE)
+    assert compiles == ["c"]  # and used
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722])
+def test_a_folder_others_may_write_is_not_used(compiles: list[str], cache_dir: Path, mode: int) -> None:
+    """Another user could plant an entry there, whose constructor would run in this process."""
+    build(SOURCE)
+    cache_dir.chmod(mode)
+    _cache._warned_folders.discard(str(cache_dir))
+    with pytest.warns(OffloadWarning, match="group or other users may write it"):
+        build(SOURCE)
+    build(SOURCE)  # warned once
+    assert compiles == ["c", "c", "c"]  # compiled each time, not loaded from there
+    assert len(list(cache_dir.glob("*.olrtc"))) == 1  # nor written to
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_special_files_under_an_entry_name_are_misses_that_never_hang(cache_dir: Path, kind: str) -> None:
+    """A FIFO blocked the compile and `offloadrt cache list` forever; a symbolic link to /dev/zero
+    was read until MemoryError. Each is a miss now: the source is compiled, and the entry stored
+    anew where that can be done (nothing replaces a folder)."""
+    name = _cache.key(SOURCE, (), "c", Target("host"), compiler._identity("c", Target("host")))
+    entry = cache_dir / f"{name}.olrtc"
+    cache_dir.mkdir(mode=0o700)
+    if kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "symlink":
+        entry.symlink_to("/dev/zero")
+    else:
+        entry.mkdir()
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["OFFLOADRT_CACHE_DIR"] = {str(cache_dir)!r}
+        from offloadrt.compile import _cache, build
+        print(sorted(build({SOURCE!r}).kernels))
+        print([entry.lang for entry in _cache.entries()])
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    compiled, listed = result.stdout.splitlines()
+    assert compiled == "['k']"
+    if kind == "directory":
+        assert "not cached" in result.stderr and listed == "['?']", (listed, result.stderr)
+    else:
+        assert entry.is_file() and not entry.is_symlink() and listed == "['c']", listed
+
+
+def test_an_entry_of_another_user_or_too_large_is_not_read(compiles: list[str], cache_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    build(SOURCE)
+    limit = _cache.MAX_ENTRY_BYTES
+    monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 16)
+    build(SOURCE)  # too large: compiled again
+    monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", limit)
+    build(SOURCE)  # a hit
+    fstat = os.fstat
+    monkeypatch.setattr(_cache.os, "fstat", lambda fd: _Foreign(fstat(fd)))
+    build(SOURCE)  # "another user's": compiled again
+    assert compiles == ["c", "c", "c"]
+
+
+class _Foreign:
+    """An fstat result as another user's file would give it (a test double)."""
+
+    def __init__(self, info: os.stat_result) -> None:
+        self._info = info
+
+    def __getattr__(self, name: str) -> object:
+        return os.getuid() + 1 if name == "st_uid" else getattr(self._info, name)

@@ -12,6 +12,13 @@ source compiled again.
 The folder is ``$OFFLOADRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/offloadrt``, else
 ``~/.cache/offloadrt``. ``OFFLOADRT_CACHE_DIR=""`` is refused (set it to a folder, or pass
 ``cache=False``).
+
+An entry is native code that runs in the process when loaded, so the cache trusts only what the
+user alone could have written: offloadrt creates the folder ``0700``; a folder that another user
+owns, or that its group or others may write, is not used at all (one ``OffloadWarning``, then
+compiles go without the cache, as pip does with an unsafe cache folder); an entry is read only if
+it is a regular file the user owns (opened without following a symbolic link and without blocking
+on a FIFO), of at most :data:`MAX_ENTRY_BYTES`.
 """
 
 from __future__ import annotations
@@ -19,18 +26,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ErrorCode, OffloadError
+from ..errors import ErrorCode, OffloadError, OffloadWarning
 from . import _signature
 from ._types import Compiled, Target
 
 FORMAT = 1  # bump when the entry layout or the meaning of a key changes
+MAX_ENTRY_BYTES = 1 << 30  # larger files under an entry's name are not read
 MAGIC = b"offloadrt-compiled\n"
 SUFFIX = ".olrtc"
 _HEADER_SIZE = struct.Struct("<Q")
@@ -78,16 +88,70 @@ def _path(name: str, where: Path | None = None) -> Path:
     return (where or folder()) / f"{name}{SUFFIX}"
 
 
-def load(name: str, where: Path | None = None) -> Compiled | None:
-    """The entry ``name``, or None when there is none or it is damaged (then it is removed)."""
-    path = _path(name, where)
+_warned_folders: set[str] = set()  # untrusted folders already warned about (once per process each)
+
+
+def trusted(directory: Path) -> bool:
+    """Whether ``directory`` may hold entries this process loads: it is missing (it will be made
+    ``0700``), or a folder the user owns that neither its group nor others may write. The first
+    time a folder fails the test, an ``OffloadWarning`` says why."""
     try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except FileNotFoundError:
-        return None
+        info = os.stat(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return True  # nothing there to trust or not: a store makes it (or says why it cannot)
+    except OSError as exc:
+        why = f"it cannot be examined ({exc})"
+    else:
+        if not stat.S_ISDIR(info.st_mode):
+            why = "it is not a folder"
+        elif info.st_uid != os.getuid():
+            why = f"it belongs to another user (uid {info.st_uid})"
+        elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            why = f"its group or other users may write it (mode {stat.S_IMODE(info.st_mode):o})"
+        else:
+            return True
+    if str(directory) not in _warned_folders:
+        _warned_folders.add(str(directory))
+        warnings.warn(f"offloadrt: not using the compile cache {directory}: {why}, so another user could put code "
+                      f"there that would run in this process. Compiling without the cache; set "
+                      f"OFFLOADRT_CACHE_DIR to a folder only you can write (offloadrt makes it 0700)",
+                      OffloadWarning, stacklevel=3)
+    return False
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of the entry at ``path`` if it is a regular file of this user of at most
+    :data:`MAX_ENTRY_BYTES` (a symbolic link, a FIFO, a device or a foreign file is not read)."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
-        return None  # unreadable: compile again (the write will say what is wrong with the folder)
+        return None
+    try:
+        info = os.fstat(handle)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
+                or info.st_size > MAX_ENTRY_BYTES):
+            return None
+        with os.fdopen(handle, "rb") as file:
+            handle = -1
+            data = file.read(MAX_ENTRY_BYTES + 1)
+        return data if len(data) <= MAX_ENTRY_BYTES else None
+    except OSError:
+        return None
+    finally:
+        if handle >= 0:
+            os.close(handle)
+
+
+def load(name: str, where: Path | None = None) -> Compiled | None:
+    """The entry ``name``, or None when there is none, it is damaged (then it is removed) or it
+    cannot be trusted (see the module's docstring)."""
+    directory = where or folder()
+    if not trusted(directory):
+        return None
+    path = _path(name, directory)
+    data = _read(path)
+    if data is None:
+        return None  # missing, unreadable or untrusted: compile again (a store replaces it)
     entry = _parse(data)
     if entry is None:
         _discard(path)
@@ -132,8 +196,12 @@ def store(name: str, compiled: Compiled, lang: str, target: Target, where: Path 
         "image_size": len(compiled.image), "image_sha256": hashlib.sha256(compiled.image).hexdigest(),
     }
     encoded = json.dumps(header, sort_keys=True).encode()
+    if not trusted(directory):
+        return
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.exists():
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, exist_ok=True)  # only this user: entries run as native code
         handle, temporary = tempfile.mkstemp(prefix=f".{name[:16]}-", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(handle, "wb") as file:
@@ -175,18 +243,21 @@ def entries(where: Path | None = None) -> list[Entry]:
     found = []
     for path in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []:
         try:
-            data = path.read_bytes()
-            stat = path.stat()
+            info = path.lstat()
         except OSError:
+            continue
+        data = _read(path)
+        if data is None:  # not a regular file of this user (a link, a FIFO, a device) or too large
+            found.append(Entry(path.stem, info.st_size, "?", "?", (), info.st_mtime))
             continue
         parsed = _parse(data)
         if parsed is None:
-            found.append(Entry(path.stem, len(data), "?", "?", (), stat.st_mtime))
+            found.append(Entry(path.stem, len(data), "?", "?", (), info.st_mtime))
             continue
         header = parsed[0]
         kind, arch = header.get("target", ["?", ""])
         found.append(Entry(path.stem, len(data), str(header.get("lang", "?")), f"{kind}:{arch}" if arch else str(kind),
-                           tuple(header.get("kernels", {})), float(header.get("created", stat.st_mtime))))
+                           tuple(header.get("kernels", {})), float(header.get("created", info.st_mtime))))
     return sorted(found, key=lambda entry: entry.created)
 
 
@@ -199,13 +270,13 @@ def clear(where: Path | None = None) -> tuple[int, int]:
         return 0, 0
     for path in list(directory.glob(f"*{SUFFIX}")) + list(directory.glob(".*.tmp")):
         try:
-            stat = path.stat()
-            if path.suffix != SUFFIX and time.time() - stat.st_mtime < _STALE_SECONDS:
+            info = path.lstat()
+            if path.suffix != SUFFIX and time.time() - info.st_mtime < _STALE_SECONDS:
                 continue
             path.unlink()
         except OSError:
             continue
-        size = stat.st_size
+        size = info.st_size
         if path.suffix == SUFFIX:
             removed += 1
         freed += size
