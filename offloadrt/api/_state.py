@@ -20,7 +20,7 @@ from ..plugins.common import resources
 from ..types import PlatformBackend, UnavailablePlatform
 from . import _trace
 from ._allocations import AllocationMap
-from .handles import Device, Platform
+from .handles import FORK_ADVICE, Device, Platform, forked_away
 
 _FAILED_TO_START = "initialisation failed"
 
@@ -154,6 +154,7 @@ class _GlobalState:
         # the context while it runs untraced, else None: the hot paths' one test for "no checked path needed"
         self.untraced: Context | None = None
         self.exit_check_registered = False
+        self.forked = False  # this process is a child forked while its parent's runtime ran
 
 
 STATE = _GlobalState()
@@ -161,7 +162,38 @@ UNINITIALIZED_MESSAGE = "offloadrt has not been initialized - call olInit before
 
 
 def uninitialized() -> OffloadError:
+    if STATE.forked:
+        return OffloadError(ErrorCode.UNINITIALIZED, f"{UNINITIALIZED_MESSAGE}; {FORK_ADVICE}")
     return OffloadError(ErrorCode.UNINITIALIZED, UNINITIALIZED_MESSAGE)
+
+
+def _after_fork_in_child() -> None:
+    """In a child forked while a runtime ran: that runtime is gone (no worker thread carried over, and
+    its locks may be held forever), so the child starts with none, and every handle of the parent's
+    refuses its calls at once, saying so, instead of waiting for threads that do not exist."""
+    context = STATE.context
+    STATE.lock = threading.Lock()
+    STATE.refcount = 0
+    STATE.context = STATE.untraced = None
+    resources.failure_hook = None
+    if context is None:
+        return
+    STATE.forked = True
+    for device in context.devices:
+        device.lock = threading.Lock()
+        device._gdev = None
+        device.closed = True
+        for queue in list(device.live_queues):
+            queue._ai = None
+        device.live_queues.clear()
+        device.parked = []
+        for program in list(device.programs):
+            program._image = None
+        device.programs.clear()
+        forked_away.add(device)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def shut_down_meanwhile(call: str) -> OffloadError:

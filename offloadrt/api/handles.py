@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
+import weakref
 from collections.abc import Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING, TypeVar
@@ -211,13 +212,27 @@ def bad_handle(value: object, cls: type, what: str) -> OffloadError:
                         f"{what} must be a {cls.__name__} handle, got {type(value).__name__}")
 
 
+FORK_ADVICE = ("this process was forked from one whose offloadrt runtime was running, and a forked child cannot "
+               "use that runtime or anything made with it (its worker threads and driver state do not carry "
+               "over): call olInit in the child to start one of its own, or start child processes with "
+               "multiprocessing's 'spawn' or 'forkserver' method")
+forked_away: weakref.WeakSet[Device] = weakref.WeakSet()  # the parent's devices, in a forked child
+
+
+def _gone(device: Device, otherwise: str) -> str:
+    """Why an object of ``device`` is unusable: ``otherwise``, or the fork that left it behind."""
+    return f"it belongs to the runtime of the process this one was forked from: {FORK_ADVICE}" \
+        if device in forked_away else otherwise
+
+
 def live_device(device: object, what: str = "device") -> GenericDevice:
     """The generic device behind a device handle; raises for a wrong or stale handle."""
     if type(device) is not Device:
         raise bad_handle(device, Device, what)
     gdev = device._gdev
     if gdev is None:
-        raise OffloadError(ErrorCode.INVALID_DEVICE, f"{what} {device!r} belongs to a runtime that was shut down")
+        raise OffloadError(ErrorCode.INVALID_DEVICE,
+                           f"{what} {device!r}: {_gone(device, 'it belongs to a runtime that was shut down')}")
     return gdev
 
 
@@ -226,7 +241,7 @@ def live_queue(queue: object, what: str = "queue") -> AsyncInfo:
         raise bad_handle(queue, Queue, what)
     ai = queue._ai
     if ai is None:
-        raise OffloadError(ErrorCode.INVALID_QUEUE, f"{what} {queue!r} has been destroyed")
+        raise OffloadError(ErrorCode.INVALID_QUEUE, f"{what} {queue!r}: {_gone(queue.device, 'it has been destroyed')}")
     return ai
 
 
@@ -237,7 +252,8 @@ def live_event(event: object, what: str = "event") -> GenericEvent:
     if ev is None:
         raise OffloadError(ErrorCode.INVALID_EVENT, f"{what} {event!r} has been destroyed")
     if event.device._gdev is None:
-        raise OffloadError(ErrorCode.INVALID_EVENT, f"{what} {event!r} belongs to a runtime that was shut down")
+        raise OffloadError(ErrorCode.INVALID_EVENT,
+                           f"{what} {event!r}: {_gone(event.device, 'it belongs to a runtime that was shut down')}")
     return ev
 
 
@@ -246,7 +262,8 @@ def live_program(program: object, what: str = "program") -> DeviceImage:
         raise bad_handle(program, Program, what)
     image = program._image
     if image is None:
-        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"{what} {program!r} has been destroyed")
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} {program!r}: {_gone(program.device, 'it has been destroyed')}")
     return image
 
 

@@ -236,6 +236,12 @@ class MemoryPool:
             self._by_nbytes = [{} for _ in AllocType]
             self._allocated = 0
 
+    def _abandon_after_fork(self) -> None:
+        """In a forked child: the parent's runtime (and its memory) is not this process's; forget it
+        (the lock is new: another thread of the parent may have held it at the fork)."""
+        self._lock = threading.Lock()
+        self._abandon()
+
     def __repr__(self) -> str:
         return f"<MemoryPool of {self._device}: {self.used_bytes} bytes used, {self.cached_bytes} bytes cached>"
 

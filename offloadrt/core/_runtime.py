@@ -110,8 +110,38 @@ def _drain_within(queues: list[Queue], timeout: float, unseen: list[str]) -> lis
 
 
 def stale() -> OffloadError:
+    if _forked_from_runtime:
+        return OffloadError(ErrorCode.INVALID_DEVICE, "this object belongs to the offloadrt runtime of the process "
+                                                      "this one was forked from, which a forked child cannot use; "
+                                                      "get new devices with offloadrt.devices() or offloadrt.device() "
+                                                      "(the child's own runtime), or start child processes with "
+                                                      "multiprocessing's 'spawn' or 'forkserver' method")
     return OffloadError(ErrorCode.INVALID_DEVICE, "this object belongs to an offloadrt runtime that was shut down; "
                                                   "get new devices with offloadrt.devices() or offloadrt.device()")
+
+
+_forked_from_runtime = False  # this process is a child forked while the layer's runtime ran
+
+
+def _after_fork_in_child() -> None:
+    """The parent's runtime is gone in a forked child (see api/_state.py): its objects are stale, the
+    child starts its own on first use, and its exit waits for nothing of the parent's."""
+    global _current, _lock, _forked_from_runtime
+    _lock = threading.Lock()
+    current, _current = _current, None
+    if current is None:
+        return
+    _forked_from_runtime = True
+    current.closed = True
+    current.queues_lock = threading.Lock()
+    current.live_queues = weakref.WeakSet()
+    current.held = []
+    for device in current.devices:
+        if device._pool is not None:
+            device._pool._abandon_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def runtime() -> Runtime:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,6 +17,16 @@ if TYPE_CHECKING:
     from .device import GpuDevice
 
 _UINT32_MAX = 0xFFFFFFFF
+_STARTED: set[str] = set()  # the GPU plugins (by class name) whose driver started in this process
+_STARTED_BEFORE_FORK: set[str] = set()  # in a forked child: those that had started in its parent
+
+
+def _after_fork_in_child() -> None:
+    _STARTED_BEFORE_FORK.update(_STARTED)
+    _STARTED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _FULL_FP = FpCapabilityFlag(0x7F)  # IEEE 754 with FMA: everything but SOFT_FLOAT
 _HALF_FP = FpCapabilityFlag(0x5E)
@@ -93,7 +104,13 @@ class GpuPlugin(GenericPlugin):
         if status == NO_DEVICE:
             raise PluginUnavailable(f"{init_call}: {self.no_device_message}")
         if status != SUCCESS:
-            raise PluginUnavailable(f"{init_call} failed: {driver.name(status)}")
+            after_fork = ""
+            if type(self).__name__ in _STARTED_BEFORE_FORK:
+                after_fork = (f"; this process was forked after its parent had started the {driver.vendor} driver, "
+                              f"which {driver.vendor} does not support in the child: start child processes with "
+                              f"multiprocessing's 'spawn' or 'forkserver' method to use GPUs there")
+            raise PluginUnavailable(f"{init_call} failed: {driver.name(status)}{after_fork}")
+        _STARTED.add(type(self).__name__)
         faults = sorted((ordinal, what) for (name, ordinal), what in STICKY_FAULTS.items() if name == self.name)
         if faults:
             which = "; ".join(f"device {ordinal}: {what}" for ordinal, what in faults)
