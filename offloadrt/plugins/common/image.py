@@ -59,7 +59,6 @@ class GenericKernel:
         least, most = self.args_least, self.args_most
         if least is None or most is None or not least <= given <= most:
             raise wrong_blob(self, args)
-        assert args is not None or size == 0 or least == 0
         if given > size:
             return bytes(memoryview(args)[:size]) if size else None  # type: ignore[arg-type]
         return bytes(args or b"") + bytes(size - given)
