@@ -103,7 +103,10 @@ def _drain_within(queues: list[Queue], timeout: float, unseen: list[str]) -> lis
         finally:
             finished.set()
 
-    threading.Thread(target=drain, name="offloadrt-exit-drain", daemon=True).start()
+    try:
+        threading.Thread(target=drain, name="offloadrt-exit-drain", daemon=True).start()
+    except RuntimeError:  # no thread can start (out of memory or mappings): waiting could hang, so do not wait
+        return list(queues)
     finished.wait(timeout)
     done = set(map(id, drained))
     return [queue for queue in queues if id(queue) not in done]

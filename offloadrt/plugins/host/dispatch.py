@@ -117,9 +117,18 @@ def find_runners(lib: ctypes.CDLL, symbols: dict[str, Any]) -> Runners | None:
         return None
 
 
+PORTABLE_FAULTS = {  # what the host runtime of portable kernels returns (gpu/host_runtime.h)
+    0x4F4C0001: "a barrier or lane operation the compiler's analysis could not see, in a group run as a loop",
+    0x4F4C0002: "the stacks for the group's work-items could not be mapped: the process is out of memory "
+                "or of memory mappings (vm.max_map_count); smaller work-groups need fewer",
+    0x4F4C0003: "extern __gpu_local memory used, but the launch gave no dynamic work-group memory",
+}
+
+
 def kernel_fault(name: str, status: int, group: tuple[int, int, int]) -> OffloadError:
-    return OffloadError(ErrorCode.BACKEND_FAILURE,
-                        f"kernel '{name}' faulted: it returned {status} in work-group {group}")
+    meaning = PORTABLE_FAULTS.get(status & 0xFFFFFFFF)
+    said = f"{status} ({status & 0xFFFFFFFF:#x}: {meaning})" if meaning else str(status)
+    return OffloadError(ErrorCode.BACKEND_FAILURE, f"kernel '{name}' faulted: it returned {said} in work-group {group}")
 
 
 class ThreadState:

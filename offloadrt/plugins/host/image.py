@@ -37,6 +37,7 @@ class HostImage(DeviceImage):
         self.lib = lib
         self.symbols = symbols
         self.runners = find_runners(lib, symbols)  # native work-group dispatch, when built with host_kernel.h
+        _share_guard_budget(lib, symbols)
         self._holds = 0
         self._closing = False
         self._hold_lock = threading.Lock()  # guards _holds and _closing
@@ -88,6 +89,65 @@ class HostKernel(GenericKernel):
         self.fn = fn
         self.address: int = ctypes.cast(fn, ctypes.c_void_p).value or 0
         self.runners: Runners | None = image.runners
+
+
+GUARD_BUDGET_SYMBOL = "__ol_gpu_guard_budget_v1"  # gpu/host_runtime.h
+MAPPINGS_PER_GUARD = 2  # a guard page splits its stack mapping in two
+GUARDS_MOST = 8192  # the process never guards more fiber stacks than this, whatever max_map_count allows
+
+
+class _GuardBudget(ctypes.Structure):
+    _fields_ = [("used", ctypes.c_uint32), ("limit", ctypes.c_uint32)]
+
+
+_guard_budget: Any = None  # the process's budget (allocated once, never freed: see _share_guard_budget)
+_guard_budget_lock = threading.Lock()
+
+
+def guard_limit(max_map_count: int | None = None) -> int:
+    """How many fiber stacks the process's portable programs guard at once, over all programs.
+
+    A quarter of the process's mappings (``vm.max_map_count``) at most, and no more than
+    :data:`GUARDS_MOST`: whatever the programs do, three quarters stay for the rest of the process.
+    """
+    if max_map_count is None:
+        try:
+            with open("/proc/sys/vm/max_map_count") as limit_file:
+                max_map_count = int(limit_file.read())
+        except (OSError, ValueError):
+            max_map_count = 65530  # Linux's default
+    return max(0, min(GUARDS_MOST, max_map_count // 4 // MAPPINGS_PER_GUARD))
+
+
+def guard_budget() -> Any:
+    """The process-wide guard page budget that loaded portable programs share (a ``_GuardBudget``)."""
+    global _guard_budget
+    with _guard_budget_lock:
+        if _guard_budget is None:
+            # From the C heap, never freed: a program's destructor returns its guards to the budget,
+            # and at process exit destructors run after Python has let its own objects go.
+            libc = ctypes.CDLL(None)
+            libc.calloc.restype = ctypes.c_void_p
+            libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+            address = libc.calloc(1, ctypes.sizeof(_GuardBudget))
+            if not address:
+                raise MemoryError("no memory for the fiber stacks' guard page budget")
+            budget = _GuardBudget.from_address(address)
+            budget.limit = guard_limit()
+            _guard_budget = budget
+        return _guard_budget
+
+
+def _share_guard_budget(lib: ctypes.CDLL, symbols: dict[str, Any]) -> None:
+    """Point a portable program's guard page budget at the process's (programs without fibers have none)."""
+    symbol = symbols.get(GUARD_BUDGET_SYMBOL)
+    if symbol is None or symbol.kind != "object" or symbol.size != ctypes.sizeof(ctypes.c_void_p):
+        return
+    try:
+        pointer = ctypes.c_void_p.in_dll(lib, GUARD_BUDGET_SYMBOL)
+    except ValueError:
+        return
+    pointer.value = ctypes.addressof(guard_budget())
 
 
 ARGS_SIZE_PREFIX = "__ol_args_size_"  # OL_HOST_KERNEL_ARGS in host_kernel.h

@@ -251,7 +251,28 @@ def _dlopen(path: str, mode: int) -> ctypes.CDLL:
     try:
         return ctypes.CDLL(path, mode=mode)
     except OSError as exc:
+        if _out_of_memory(str(exc)):  # the image passed its checks: the process lacks memory or mappings
+            raise OffloadError(ErrorCode.OUT_OF_RESOURCES,
+                               f"the dynamic loader could not map the image: {exc} ({_mappings()})") from None
         raise OffloadError(ErrorCode.INVALID_BINARY, f"the dynamic loader rejected the image: {exc}") from None
     except UnicodeDecodeError as exc:  # the loader's message holds bytes that are not UTF-8 (a library name)
         message = bytes(exc.object).decode("utf-8", "replace")
         raise OffloadError(ErrorCode.INVALID_BINARY, f"the dynamic loader rejected the image: {message}") from None
+
+
+def _out_of_memory(message: str) -> bool:
+    """Whether a loader message says memory could not be mapped (not that the image is wrong)."""
+    lowered = message.lower()
+    return "failed to map" in lowered or "cannot allocate memory" in lowered or "cannot map" in lowered
+
+
+def _mappings() -> str:
+    """How many memory mappings the process has, and how many Linux allows it."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            used = sum(1 for _ in maps)
+        with open("/proc/sys/vm/max_map_count") as limit:
+            most = int(limit.read())
+    except (OSError, ValueError):
+        return "out of memory or of memory mappings"
+    return f"the process has {used} memory mappings of the {most} Linux allows it (vm.max_map_count)"

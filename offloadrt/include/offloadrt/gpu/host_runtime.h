@@ -111,13 +111,46 @@ struct __ol_gpu_scheduler {
 static __thread struct __ol_gpu_scheduler *__ol_gpu_thread_scheduler;
 static struct __ol_gpu_scheduler *__ol_gpu_schedulers; /* guarded by __ol_gpu_schedulers_lock */
 static int __ol_gpu_schedulers_lock;
-static uint32_t __ol_gpu_guards; /* guard pages mapped by all threads (atomic) */
+static uint32_t __ol_gpu_guards; /* guard pages mapped by all threads of this program (atomic) */
+
+/* The guard pages of every program in the process. Each guard page splits a mapping, and the
+ * process's mappings are limited (vm.max_map_count), so a budget per program is not enough: many
+ * programs would exhaust them together. offloadrt's host plugin points this at one process-wide
+ * budget when it loads the program (used: guard pages mapped now, atomic; limit: at most); a
+ * program loaded by other means has none and counts only against its own cap. */
+struct __ol_gpu_guard_budget {
+  uint32_t used;
+  uint32_t limit;
+};
+__attribute__((weak, visibility("default"))) struct __ol_gpu_guard_budget *__ol_gpu_guard_budget_v1;
 
 #define __OL_RT static __attribute__((unused))
 
 __OL_RT void *__ol_gpu_map(size_t bytes) {
   void *p = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? 0 : p;
+}
+
+/* Takes one guard page from this program's cap and the process's budget; 0 when either is spent. */
+__OL_RT int __ol_gpu_take_guard(void) {
+  struct __ol_gpu_guard_budget *b = __ol_gpu_guard_budget_v1;
+  if (__atomic_add_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED) > __OFFLOADRT_HOST_GUARDS) {
+    __atomic_sub_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  if (b && __atomic_add_fetch(&b->used, 1, __ATOMIC_RELAXED) > __atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
+    __atomic_sub_fetch(&b->used, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  return 1;
+}
+
+__OL_RT void __ol_gpu_return_guards(uint32_t n) {
+  struct __ol_gpu_guard_budget *b = __ol_gpu_guard_budget_v1;
+  __atomic_sub_fetch(&__ol_gpu_guards, n, __ATOMIC_RELAXED);
+  if (b)
+    __atomic_sub_fetch(&b->used, n, __ATOMIC_RELAXED);
 }
 
 /* The thread's scheduler with room for `count` fibers, or 0 when memory cannot be mapped. */
@@ -152,19 +185,22 @@ __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
     }
     /* A guard page under each stack: an overflow faults. Each guard splits the mapping, and a
      * process has a limited number of mappings (vm.max_map_count, 65530 by default), so at most
-     * __OFFLOADRT_HOST_GUARDS stacks of the program are guarded at once (over all threads). */
-    uint32_t guarded = 0;
-    while (guarded < count &&
-           __atomic_add_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED) <= __OFFLOADRT_HOST_GUARDS) {
-      mprotect(stacks + (size_t)guarded * stack, page, PROT_NONE);
-      ++guarded;
-    }
-    if (guarded < count)
-      __atomic_sub_fetch(&__ol_gpu_guards, 1, __ATOMIC_RELAXED);
-    if (s->fibers) {
-      __atomic_sub_fetch(&__ol_gpu_guards, s->guarded, __ATOMIC_RELAXED);
+     * __OFFLOADRT_HOST_GUARDS stacks of the program are guarded at once (over all threads), and
+     * no more than the process-wide budget allows over all programs; the rest have no guard. */
+    if (s->fibers) { /* the old stacks go first: their guards return to the budgets */
+      __ol_gpu_return_guards(s->guarded);
       munmap(s->fibers, s->fibers_bytes);
       munmap(s->stacks, s->stacks_bytes);
+      s->fibers = 0;
+      s->capacity = s->guarded = 0;
+    }
+    uint32_t guarded = 0;
+    while (guarded < count && __ol_gpu_take_guard()) {
+      if (mprotect(stacks + (size_t)guarded * stack, page, PROT_NONE)) { /* out of mappings after all */
+        __ol_gpu_return_guards(1);
+        break;
+      }
+      ++guarded;
     }
     s->fibers = fibers;
     s->fibers_bytes = fibers_bytes;
@@ -183,6 +219,7 @@ __attribute__((destructor)) __OL_RT void __ol_gpu_release_schedulers(void) {
   while (s) {
     struct __ol_gpu_scheduler *next = s->next;
     if (s->fibers) {
+      __ol_gpu_return_guards(s->guarded);
       munmap(s->fibers, s->fibers_bytes);
       munmap(s->stacks, s->stacks_bytes);
     }
