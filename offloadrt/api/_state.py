@@ -11,12 +11,13 @@ import faulthandler
 import os
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..plugins import create_plugins
 from ..plugins.common import resources
+from ..plugins.host import memory as host_memory
 from ..types import PlatformBackend, UnavailablePlatform
 from . import _trace
 from ._allocations import AllocationMap
@@ -130,6 +131,22 @@ def _drain_device(device: Device) -> list[OffloadError]:
             except OffloadError as exc:
                 errors.append(exc)
     return errors
+
+
+def keep_past_shutdown(base: int) -> Callable[[int], None] | None:
+    """Take the allocation at ``base`` out of the runtime's hands: the last ``olShutDown`` will not free
+    it, and the caller frees it later with the function returned. Only host device memory (plain
+    libc memory) can outlive its plugin; for other memory, or an address that is not an allocation,
+    None (nothing changes)."""
+    with STATE.lock:
+        context = STATE.context
+        if context is None:
+            return None
+        alloc = context.allocations.find(base)
+        if alloc is None or alloc.base != base or not alloc.device.is_host:
+            return None
+        context.allocations.remove(base)
+    return host_memory.free
 
 
 def release_backend_queue(gdev: Any, ai: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -207,6 +208,8 @@ def _capsule(owner: Any, ptr: int, offset: int, shape: tuple[int, ...], dtype: n
                       ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64)),
                       ctypes.cast(strides_array, ctypes.POINTER(ctypes.c_int64)), 0 if empty else offset)
     versioned = max_version is not None and tuple(max_version)[0] >= 1
+    if _NUMPY_CARRIES:
+        return _carried(tensor, versioned, flags, (None if owned else exported, shape_array, strides_array, owner))
     if versioned:
         managed: Any = DLManagedTensorVersioned(DLPackVersion(1, 0), None, _deleter, flags, tensor)
     else:
@@ -221,6 +224,37 @@ def _capsule(owner: Any, ptr: int, offset: int, shape: tuple[int, ...], dtype: n
     except BaseException:
         _delete(address)
         raise
+
+
+# A capsule's destructor may run while an exception is pending: a consumer that took the capsule and
+# then refused it (NumPy and a tensor of more than 64 dimensions) drops it while raising. Python code
+# cannot run then (a ctypes callback would replace the consumer's exception with a SystemError and
+# leak the export), and offloadrt has no C of its own. NumPy's capsules have a C destructor that keeps
+# the pending exception, and their deleter only drops the array that carries the tensor: so a NumPy
+# capsule of an empty carrier array is made, its tensor is rewritten to describe this memory, and the
+# export ends when the carrier is deallocated (a weakref callback, which CPython runs with the pending
+# exception set aside). NumPy before 2.1 (no max_version) gets capsules of offloadrt's own.
+_NUMPY_CARRIES = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
+
+def _carried(tensor: DLTensor, versioned: bool, flags: int, kept: tuple[Any, ...]) -> Any:
+    carrier = np.empty(0, np.uint8)
+    capsule = carrier.__dlpack__(max_version=(1, 0) if versioned else None)
+    if versioned:
+        managed: Any = DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, _VERSIONED))
+        managed.version = DLPackVersion(1, 0)
+        managed.flags = flags
+    else:
+        managed = DLManagedTensor.from_address(_capsule_pointer(capsule, _LEGACY))
+    managed.dl_tensor = tensor
+    key = ctypes.addressof(managed)
+    exported = kept[0]
+    if exported is not None:
+        _hostmem.export(exported)
+    with _live_lock:
+        _live[key] = (None, *kept)
+    weakref.finalize(carrier, _delete, key).atexit = False  # at exit the process takes everything with it
+    return capsule
 
 
 # ---- import ----------------------------------------------------------------------------------------

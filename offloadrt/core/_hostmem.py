@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from ..errors import ErrorCode, OffloadError
 
 if TYPE_CHECKING:
+    from ._device import Device
     from ._memory import Buffer
 
 _exports_lock = threading.Lock()  # guards Buffer._exports and the deferred return of closed buffers
@@ -30,24 +32,69 @@ def keeper(buffer: Buffer, offset: int, nbytes: int) -> Any:
         return bytearray()
     view = (ctypes.c_ubyte * nbytes).from_address(buffer._checked_ptr() + offset)
     export(buffer)
-    weakref.finalize(view, unexport, buffer)
+    # Not at exit: weakref.finalize runs its pending callbacks from an atexit hook, which may come before
+    # a user's atexit handler that still reads this view.
+    weakref.finalize(view, unexport, buffer).atexit = False
     return view
+
+
+_exported: set[Buffer] = set()  # buffers with at least one export (guarded by _exports_lock)
+# Blocks of buffers still exported when their runtime shut down: the shutdown left them alone (their
+# views stay valid); each is freed by the function stored with it once its last export ends.
+_orphans: dict[int, tuple[int, Callable[[int], None]]] = {}  # id(buffer) -> (block, free)
 
 
 def export(buffer: Buffer) -> None:
     with _exports_lock:
         buffer._exports += 1
+        _exported.add(buffer)
 
 
 def unexport(buffer: Buffer) -> None:
-    """One export of ``buffer`` ended; a buffer closed meanwhile goes back to its pool with the last."""
+    """One export of ``buffer`` ended; a buffer closed meanwhile goes back to its pool with the last
+    (or, when its runtime was shut down meanwhile, is freed)."""
     with _exports_lock:
         buffer._exports -= 1
-        ptr = getattr(buffer, "_closed_ptr", None) if buffer._exports == 0 else None
-        if ptr is not None:
-            buffer._closed_ptr = None
-    if ptr is not None:
+        ptr = None
+        orphan = None
+        if buffer._exports == 0:
+            _exported.discard(buffer)
+            orphan = _orphans.pop(id(buffer), None)
+            ptr = getattr(buffer, "_closed_ptr", None)
+            if ptr is not None:
+                buffer._closed_ptr = None
+    if orphan is not None:
+        orphan[1](orphan[0])
+    elif ptr is not None:
         buffer._give_back(ptr)
+
+
+def keep_exported(devices: Iterable[Device]) -> list[Buffer]:
+    """Before the runtime of ``devices`` shuts down: take the blocks of their buffers that are still
+    exported (a NumPy view, a memoryview, a DLPack capsule) out of the runtime's hands, so the
+    shutdown does not free memory a view still reads; each is freed when its last export ends.
+
+    Memory that cannot outlive its plugin (a GPU driver's pinned or managed memory goes with its
+    context) stays the runtime's: those buffers are returned, for a warning."""
+    from .. import api
+
+    mine = set(devices)
+    lost: list[Buffer] = []
+    with _exports_lock:
+        for buffer in list(_exported):
+            home = buffer._home
+            if home.device not in mine or home.pool is None:
+                continue  # another runtime's, or memory a program owns (it unloads with the program)
+            block = buffer._ptr if buffer._ptr is not None else getattr(buffer, "_closed_ptr", None)
+            if not block:
+                continue
+            free = api._state.keep_past_shutdown(block)
+            if free is None:
+                lost.append(buffer)
+                continue
+            buffer._closed_ptr = None
+            _orphans[id(buffer)] = (block, free)
+    return lost
 
 
 def source(obj: object) -> tuple[int, int, object]:

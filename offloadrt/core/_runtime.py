@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .. import api
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import DeviceInfo, DeviceType, PlatformInfo
+from . import _hostmem
 
 if TYPE_CHECKING:
     from ._device import Device
@@ -247,6 +248,11 @@ def shutdown(timeout: float | None = None) -> None:
                           f"{timeout:g} s (OFFLOADRT_EXIT_TIMEOUT): {names}; that work will not finish",
                           OffloadWarning, stacklevel=2)
             return  # the work ends with the process; olShutDown would wait for it
+    lost = _hostmem.keep_exported(current.devices)
+    if lost:
+        unseen.append(f"{len(lost)} buffer(s) of GPU memory are still exported (a NumPy view, memoryview or "
+                      f"DLPack tensor: {', '.join(repr(b) for b in lost[:4])}{', ...' if len(lost) > 4 else ''}); "
+                      f"GPU memory goes with its driver context at this shutdown, so nothing may read them any more")
     for device in current.devices:
         pool = device._pool
         if pool is not None:
