@@ -1,7 +1,8 @@
 """Exported host memory outlives the runtime: NumPy views, memoryviews and DLPack tensors of host device
 buffers stay valid after the last shutdown (and in atexit handlers that run after offloadrt's), and
 DLPack capsules that a consumer takes and then refuses give their export back without hiding the
-consumer's error.
+consumer's error; objects that hand out raw addresses of memory the process has not mapped are
+refused before anything is copied.
 
 Cases that crashed the interpreter before run in a child process.
 """
@@ -162,3 +163,60 @@ def test_an_unconsumed_capsule_gives_its_export_back() -> None:
         del capsule
         gc.collect()
         assert buffer._exports == 0
+
+
+# ---- raw addresses (__array_interface__) ------------------------------------------------------------
+
+RAW = """
+    import mmap, sys
+    import numpy as np
+    import offloadrt
+    from offloadrt import ErrorCode, OffloadError
+
+    class Raw:
+        def __init__(self, address, read_only=False):
+            self.__array_interface__ = {"shape": (1024,), "typestr": "<f4", "version": 3,
+                                        "data": (address, read_only)}
+
+    device = offloadrt.device("host")
+    buffer = device.allocate(4096)
+    page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ)  # readable, not writable
+    page_address = np.frombuffer(page, np.uint8).__array_interface__["data"][0]
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    two = libc.mmap(None, 8192, 3, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    libc.munmap(two + 4096, 4096)  # the first page mapped, the one after it not
+    calls = {
+        "from": lambda: buffer.copy_from(Raw(0x10000)),
+        "to": lambda: buffer.copy_to(Raw(0x10000)),
+        "asarray": lambda: offloadrt.asarray(Raw(0x10000), device),
+        "to read-only": lambda: buffer.copy_to(Raw(page_address)),
+        "straddling": lambda: buffer.copy_from(Raw(two + 2048)),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except OffloadError as error:
+            assert error.code == ErrorCode.INVALID_ARGUMENT, error
+            print(name, "refused:", error.details)
+        else:
+            print(name, "copied")
+    buffer.copy_from(Raw(page_address))  # readable: fine
+    array = offloadrt.asarray(np.arange(1024, dtype=np.float32), device)
+    print("own memory", float(np.asarray(offloadrt.asarray(Raw(array.ptr), device)).sum()))
+    """
+
+
+def test_unmapped_raw_addresses_are_refused_before_the_copy() -> None:
+    """Before: each of these copies was a segmentation fault."""
+    done = _child(RAW)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for name in ("from", "to", "asarray"):
+        assert f"{name} refused:" in out and "no memory mapped at 0x10000" in out, out
+    assert "to read-only refused:" in out and "is not writable" in out, out
+    assert "straddling refused:" in out and "no memory mapped" in out, out
+    assert f"own memory {float(sum(range(1024)))}" in out, out

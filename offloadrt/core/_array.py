@@ -239,6 +239,7 @@ def _host_array(obj: Any) -> np.ndarray:
         except (TypeError, ValueError) as exc:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                                f"cannot make an array of {type(obj).__name__}: {exc}") from exc
+        host = _hostmem.mapped(host, obj, "the object")
     _dtype(host.dtype)
     return host if host.flags.c_contiguous else host.copy(order="C")
 

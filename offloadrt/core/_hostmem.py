@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ErrorCode, OffloadError
+from ..types import AllocType
 
 if TYPE_CHECKING:
     from ._device import Device
@@ -146,7 +147,7 @@ def _as_array(obj: object, what: str) -> np.ndarray:
             return np.frombuffer(view, dtype=np.uint8) if view.nbytes else np.empty(0, np.uint8)
         return np.asarray(view)
     if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
-        return np.asarray(obj)
+        return mapped(np.asarray(obj), obj, what, writable=what == "the destination")
     if hasattr(obj, "__dlpack__"):
         try:
             return np.from_dlpack(obj)  # type: ignore[arg-type]
@@ -163,3 +164,68 @@ def _describe(obj: object) -> str:
     if isinstance(obj, np.ndarray):
         return f"NumPy array {obj.dtype}{list(obj.shape)}"
     return type(obj).__name__
+
+
+def mapped(array: np.ndarray, obj: object, what: str, writable: bool = False) -> np.ndarray:
+    """``array`` (made from ``obj``) when its memory may be read (and written, if ``writable``);
+    ``INVALID_ARGUMENT`` when ``obj`` handed out a raw address (``__array_interface__``'s
+    ``data`` tuple, ``__array_struct__``) of memory the process has not mapped so.
+
+    Objects that hand out raw addresses are a rare path, and a wrong address there would crash the
+    process at the copy (NumPy's own copy crashes on it too), so such a range is checked against
+    offloadrt's allocations, then against the process's mappings (``/proc/self/maps``). Memory a
+    NumPy array or a buffer-protocol object owns is not looked at again.
+    """
+    if array.base is not obj or isinstance(obj, np.ndarray) or not array.nbytes:
+        return array
+    low, high = _byte_bounds(array)
+    if _allocated(low, high - low):
+        return array
+    problem = _unmapped(low, high, writable)
+    if problem:
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                           f"{what} {type(obj).__name__} describes {high - low} bytes at {low:#x} "
+                           f"(its __array_interface__ or __array_struct__), but {problem}; nothing was copied")
+    return array
+
+
+_byte_bounds = getattr(getattr(np.lib, "array_utils", None), "byte_bounds", None) or getattr(np, "byte_bounds")
+
+
+def _allocated(address: int, size: int) -> bool:
+    """Whether the range lies in one live offloadrt allocation the host can reach."""
+    from .. import api
+
+    context = api._state.STATE.context
+    if context is None:
+        return False
+    alloc = context.allocations.find(address)
+    return (alloc is not None and address + size <= alloc.end
+            and (alloc.device.is_host or alloc.kind is not AllocType.DEVICE))
+
+
+def _unmapped(low: int, high: int, writable: bool) -> str:
+    """Why ``[low, high)`` cannot be read (or written) by this process; "" when it can, or when the
+    mappings cannot be read (not Linux): then the range is trusted as before."""
+    need = "rw" if writable else "r"
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return ""
+    at = low
+    for line in lines:
+        span, perms = line.split(b" ", 2)[:2]
+        start_text, _, end_text = span.partition(b"-")
+        start, end = int(start_text, 16), int(end_text, 16)
+        if end <= at:
+            continue
+        if start > at:
+            break  # a hole at `at`
+        if any(chr(perms[i]) != need[i] for i in range(len(need))):
+            kind = "writable" if writable and perms[0:1] == b"r" else "readable"
+            return f"the memory at {at:#x} is not {kind} (mapped {perms.decode()})"
+        at = end
+        if at >= high:
+            return ""
+    return f"the process has no memory mapped at {at:#x}"
