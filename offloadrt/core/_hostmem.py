@@ -189,7 +189,10 @@ def mapped(array: np.ndarray, obj: object, what: str, writable: bool = False) ->
     return array
 
 
-_byte_bounds = getattr(getattr(np.lib, "array_utils", None), "byte_bounds", None) or getattr(np, "byte_bounds")
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:  # NumPy 1.x
+    _byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
 
 
 def _allocated(address: int, size: int) -> bool:
