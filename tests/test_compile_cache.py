@@ -144,9 +144,11 @@ def test_entries_and_clear(cache_dir: Path) -> None:
     assert [(e.lang, e.target, e.kernels) for e in shown] == [("c", "host", ("k",))] * 2
     (cache_dir / "junk.olrtc").write_bytes(b"junk")
     assert [e.lang for e in _cache.entries()].count("?") == 1
+    manifests = sum(path.stat().st_size for path in cache_dir.glob("*.olrtm"))  # what each compile read
+    assert manifests > 0
     removed, freed = _cache.clear()
-    assert removed == 3 and freed == sum(e.size for e in shown) + 4
-    assert _cache.entries() == []
+    assert removed == 3 and freed == sum(e.size for e in shown) + 4 + manifests
+    assert _cache.entries() == [] and list(cache_dir.iterdir()) == []
 
 
 def test_struct_and_array_signatures_come_back_from_the_cache(compiles: list[str]) -> None:
@@ -216,14 +218,16 @@ def test_special_files_under_an_entry_name_are_misses_that_never_hang(cache_dir:
     was read until MemoryError. Each is a miss now: the source is compiled, and the entry stored
     anew where that can be done (nothing replaces a folder)."""
     name = _cache.key(SOURCE, (), "c", Target("host"), compiler._identity("c", Target("host")))
-    entry = cache_dir / f"{name}.olrtc"
+    entry = cache_dir / f"{name}.olrtc"  # a source that reads no file of the user's: its entry is its key
+    manifest = cache_dir / f"{name}.olrtm"  # and its manifest says so
     cache_dir.mkdir(mode=0o700)
-    if kind == "fifo":
-        os.mkfifo(entry)
-    elif kind == "symlink":
-        entry.symlink_to("/dev/zero")
-    else:
-        entry.mkdir()
+    for path in (entry, manifest):
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "symlink":
+            path.symlink_to("/dev/zero")
+        else:
+            path.mkdir()
     script = textwrap.dedent(f"""
         import os
         os.environ["OFFLOADRT_CACHE_DIR"] = {str(cache_dir)!r}
@@ -239,6 +243,7 @@ def test_special_files_under_an_entry_name_are_misses_that_never_hang(cache_dir:
         assert "not cached" in result.stderr and listed == "['?']", (listed, result.stderr)
     else:
         assert entry.is_file() and not entry.is_symlink() and listed == "['c']", listed
+        assert manifest.is_file() and not manifest.is_symlink()
 
 
 def test_an_entry_of_another_user_or_too_large_is_not_read(compiles: list[str], cache_dir: Path,

@@ -10,7 +10,8 @@ Languages (``lang``):
 
 ``lang=None`` reads it from the source: ``#include <gpuintrin.h>`` is portable (C++ when the
 source uses C++), anything else is the device's own language (host ``c``, CUDA ``cuda``, AMDGPU
-``hip``). Compiled images are cached on disk (:mod:`offloadrt.compile._cache`). Each kernel of the
+``hip``). Compiled images are cached on disk (:mod:`offloadrt.compile._cache`), keyed also on the
+files the source includes (:mod:`offloadrt.compile._inputs`). Each kernel of the
 program gets ``Kernel.signature`` from the source, and C++ kernels are found by their source name.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import PlatformBackend
-from . import _cache, _signature
+from . import _cache, _inputs, _signature
 from ._types import Compiled, Target
 
 if TYPE_CHECKING:
@@ -185,7 +187,9 @@ def build(source: str, options: Sequence[str] = (), lang: str | None = None, tar
     """Compile ``source`` for ``target`` (no device needed): the image and its kernels' signatures.
 
     With ``cache`` the image is looked up first in the on-disk cache and stored there after a
-    compile. ``COMPILE_FAILURE`` holds the compiler's whole log; ``HOST_TOOL_NOT_FOUND`` says what
+    compile; an entry is used only while every file the compile read (besides system headers)
+    has the same contents and relative include options name the same folders.
+    ``COMPILE_FAILURE`` holds the compiler's whole log; ``HOST_TOOL_NOT_FOUND`` says what
     to install; ``UNSUPPORTED`` a language the target cannot run.
     """
     flags, stem = _validate(source, options, lang, name, cache)
@@ -194,17 +198,21 @@ def build(source: str, options: Sequence[str] = (), lang: str | None = None, tar
                            f"target is a Target of kind host, cuda or amdgpu, got {target!r}")
     chosen = detect_lang(source, target) if lang is None else lang
     _check_lang(chosen, target)
-    if not cache:
+    context = _inputs.context(flags, in_process=chosen in ("cuda", "hip")) if cache else None
+    if context is None:  # no cache, or no current directory to resolve relative include options against
         return _compile(source, flags, chosen, target, stem)
-    entry = _cache.key(source, flags, chosen, target, _identity(chosen, target))
-    found = _cache.load(entry)
+    where, search = context
+    base = _cache.key(source, flags, chosen, target, _identity(chosen, target), where)
+    found = _cache.lookup(base)
     if found is not None:
         return found
+    started = time.time()
     compiled = _compile(source, flags, chosen, target, stem)
-    try:
-        _cache.store(entry, compiled, chosen, target)
-    except OffloadError as exc:
-        warnings.warn(f"offloadrt: the compiled kernels were not cached: {exc}", OffloadWarning, stacklevel=2)
+    if compiled.inputs is not None:  # else what it read is unknown: not cached
+        try:
+            _cache.remember(base, compiled, _inputs.keyed(compiled.inputs, search), started, chosen, target)
+        except OffloadError as exc:
+            warnings.warn(f"offloadrt: the compiled kernels were not cached: {exc}", OffloadWarning, stacklevel=2)
     return compiled
 
 

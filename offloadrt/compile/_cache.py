@@ -1,13 +1,27 @@
 """The on-disk cache of compiled images: one file per compile, keyed by everything that shapes the image.
 
-An entry's key is the SHA-256 of its source, options, language, target, the compiler's identity and
-version and offloadrt's own headers (:func:`key`). An entry is one file, ``<key>.olrtc`` in the
-cache folder: a magic line, the length of a JSON header, the header (language, target, kernels'
-signatures, symbols, the compiler's log, the image's size and SHA-256) and the image. It is
-written to a temporary file in the same folder and renamed into place (``os.replace``), so a
-reader in another process sees the whole old entry, the whole new one or none. An entry that
-cannot be read back whole (truncated, damaged, another format) is a miss: it is removed and the
-source compiled again.
+A compile's *base key* is the SHA-256 of its source, options, language, target, the compiler's
+identity and version, offloadrt's own headers and the context (:func:`key`): the absolute path
+each include option names (``-Iinclude`` resolved against the current directory), and for NVRTC
+and hiprtc, which look for the source's ``"..."`` includes there, the current directory itself.
+What else the compiler read (the headers it included, :mod:`offloadrt.compile._inputs`) is known
+only after a compile, so it is kept as in ccache's "depend mode": the manifest
+``<base key>.olrtm`` lists, per variant seen (up to :data:`MAX_VARIANTS`, newest first), each file
+read with the SHA-256 of its contents and each path looked at and found missing; a variant is
+current when every file still has that content and every missing path is still missing, and its
+entry is ``<SHA-256 of the base key and the variant>.olrtc``, or ``<base key>.olrtc`` for a compile
+that read no file of the user's (:func:`lookup`, :func:`remember`). A manifest is read under the
+same rules as an entry (below). A compile whose inputs cannot be told (an ``#include`` of a macro
+for NVRTC/hiprtc) is not cached, nor one where a file it read was changed during the compile
+(modified later than :data:`FRESH_SECONDS` before it started: which contents the compiler saw
+cannot be told).
+
+An entry is one file, ``<key>.olrtc`` in the cache folder: a magic line, the length of a JSON
+header, the header (language, target, kernels' signatures, symbols, the compiler's log, the image's
+size and SHA-256) and the image. It is written to a temporary file in the same folder and renamed
+into place (``os.replace``), so a reader in another process sees the whole old entry, the whole
+new one or none. An entry that cannot be read back whole (truncated, damaged, another format) is a
+miss: it is removed and the source compiled again.
 
 The folder is ``$OFFLOADRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/offloadrt``, else
 ``~/.cache/offloadrt``. ``OFFLOADRT_CACHE_DIR=""`` is refused (set it to a folder, or pass
@@ -37,12 +51,16 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from . import _signature
-from ._types import Compiled, Target
+from ._types import Compiled, Inputs, Target
 
-FORMAT = 1  # bump when the entry layout or the meaning of a key changes
+FORMAT = 2  # bump when the entry layout or the meaning of a key changes (2: included files keyed)
 MAX_ENTRY_BYTES = 1 << 30  # larger files under an entry's name are not read
 MAGIC = b"offloadrt-compiled\n"
 SUFFIX = ".olrtc"
+MANIFEST_SUFFIX = ".olrtm"
+MANIFEST_MAGIC = b"offloadrt-manifest\n"
+MAX_VARIANTS = 8  # the variants of one base key kept in its manifest (headers edited back and forth)
+FRESH_SECONDS = 0.05  # a file read by a compile modified this close to its start may have changed during it
 _HEADER_SIZE = struct.Struct("<Q")
 _INCLUDE_DIGEST: str | None = None
 _STALE_SECONDS = 3600.0
@@ -76,12 +94,110 @@ def include_digest() -> str:
     return _INCLUDE_DIGEST
 
 
-def key(source: str, options: tuple[str, ...], lang: str, target: Target, identity: str) -> str:
-    """The entry name of one compile."""
+def key(source: str, options: tuple[str, ...], lang: str, target: Target, identity: str,
+        context: Any = None) -> str:
+    """The base key of one compile (``context``: what else shapes it, JSON-serialisable: the
+    resolved include options and, where the compiler searches it, the current directory)."""
     described = json.dumps({"format": FORMAT, "source": source, "options": list(options), "lang": lang,
                             "target": [target.kind, target.arch], "compiler": identity,
-                            "headers": include_digest()}, sort_keys=True)
+                            "headers": include_digest(), "context": context}, sort_keys=True)
     return hashlib.sha256(described.encode()).hexdigest()
+
+
+def lookup(base: str, where: Path | None = None) -> Compiled | None:
+    """The entry of the current variant of ``base`` (see the module's docstring), or None."""
+    directory = where or folder()
+    if not trusted(directory):
+        return None
+    for variant in _variants(base, directory):
+        if _current(variant):
+            found = _load(_variant_name(base, variant), directory)
+            if found is not None:
+                return found
+    return None
+
+
+def remember(base: str, compiled: Compiled, inputs: Inputs, started: float, lang: str, target: Target,
+             where: Path | None = None) -> bool:
+    """Store ``compiled`` as the variant of ``base`` whose inputs are ``inputs`` (the files it
+    depends on: :func:`offloadrt.compile._inputs.keyed`), for a compile that started at
+    ``started`` (``time.time()``); False when it cannot be cached (inputs unknown, or changed
+    during the compile). A folder that cannot be written is ``HOST_IO``."""
+    if not inputs.complete:
+        return False
+    files: list[list[str]] = []
+    for path in sorted(set(inputs.files)):
+        digest = _digest(path, not_after=started - FRESH_SECONDS)
+        if digest is None:
+            return False
+        files.append([path, digest])
+    if any(os.path.exists(path) for path in inputs.missing):
+        return False  # created during the compile: which one the compiler saw cannot be told
+    variant = {"files": files, "missing": sorted(set(inputs.missing))}
+    directory = where or folder()
+    store(_variant_name(base, variant), compiled, lang, target, directory)
+    if not trusted(directory):
+        return False
+    kept = [variant] + [other for other in _variants(base, directory) if other != variant]
+    encoded = json.dumps({"format": FORMAT, "variants": kept[:MAX_VARIANTS]}, sort_keys=True).encode()
+    _write(directory / f"{base}{MANIFEST_SUFFIX}", MANIFEST_MAGIC + encoded, base)
+    return True
+
+
+def _variant_name(base: str, variant: dict[str, Any]) -> str:
+    """The entry of ``variant``: the base key itself for a compile that read no file of the user's."""
+    if not variant["files"] and not variant["missing"]:
+        return base
+    return hashlib.sha256(f"{base}\0{json.dumps(variant, sort_keys=True)}".encode()).hexdigest()
+
+
+def _variants(base: str, directory: Path) -> list[dict[str, Any]]:
+    """The variants in the manifest of ``base`` ([] when there is none or it is damaged)."""
+    data = _read(directory / f"{base}{MANIFEST_SUFFIX}")
+    if data is None or not data.startswith(MANIFEST_MAGIC):
+        return []
+    try:
+        manifest = json.loads(data[len(MANIFEST_MAGIC):])
+        variants = manifest["variants"] if manifest["format"] == FORMAT else []
+        return [variant for variant in variants if isinstance(variant, dict) and _well_formed(variant)]
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return []
+
+
+def _well_formed(variant: dict[str, Any]) -> bool:
+    files, missing = variant.get("files"), variant.get("missing")
+    return isinstance(files, list) and isinstance(missing, list) and all(isinstance(path, str) for path in missing) \
+        and all(isinstance(pair, list) and len(pair) == 2 and all(isinstance(part, str) for part in pair)
+                for pair in files)
+
+
+def _current(variant: dict[str, Any]) -> bool:
+    """Whether every file of ``variant`` still has its recorded contents and every missing path is missing."""
+    return all(_digest(path) == digest for path, digest in variant["files"]) \
+        and not any(os.path.exists(path) for path in variant["missing"])
+
+
+def _digest(path: str, not_after: float | None = None) -> str | None:
+    """SHA-256 of the regular file at ``path``; None when it cannot be read, or when it was modified
+    after ``not_after`` (seconds since the epoch; looked at after reading it)."""
+    try:  # not blocking on a FIFO put where a header was
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        with os.fdopen(handle, "rb") as file:
+            handle = -1
+            digest = hashlib.file_digest(file, "sha256").hexdigest()
+            if not_after is not None and os.fstat(file.fileno()).st_mtime_ns > not_after * 1e9:
+                return None
+        return digest
+    except OSError:
+        return None
+    finally:
+        if handle >= 0:
+            os.close(handle)
 
 
 def _path(name: str, where: Path | None = None) -> Path:
@@ -133,8 +249,8 @@ def _read(path: Path) -> bytes | None:
             return None
         with os.fdopen(handle, "rb") as file:
             handle = -1
-            data = file.read(MAX_ENTRY_BYTES + 1)
-        return data if len(data) <= MAX_ENTRY_BYTES else None
+            data = file.read(info.st_size + 1)  # its size, not the limit: a 1 GiB read buffer costs 40 µs
+        return data if len(data) == info.st_size else None  # else it changed while read: a miss
     except OSError:
         return None
     finally:
@@ -146,8 +262,10 @@ def load(name: str, where: Path | None = None) -> Compiled | None:
     """The entry ``name``, or None when there is none, it is damaged (then it is removed) or it
     cannot be trusted (see the module's docstring)."""
     directory = where or folder()
-    if not trusted(directory):
-        return None
+    return _load(name, directory) if trusted(directory) else None
+
+
+def _load(name: str, directory: Path) -> Compiled | None:
     path = _path(name, directory)
     data = _read(path)
     if data is None:
@@ -198,6 +316,13 @@ def store(name: str, compiled: Compiled, lang: str, target: Target, where: Path 
     encoded = json.dumps(header, sort_keys=True).encode()
     if not trusted(directory):
         return
+    _write(_path(name, directory), MAGIC + _HEADER_SIZE.pack(len(encoded)) + encoded + compiled.image, name)
+
+
+def _write(path: Path, data: bytes, name: str) -> None:
+    """Write ``path`` atomically (a temporary file renamed into place), making its folder ``0700``
+    first where it is missing; ``HOST_IO`` when it cannot be written."""
+    directory = path.parent
     try:
         if not directory.exists():
             directory.parent.mkdir(parents=True, exist_ok=True)
@@ -205,9 +330,8 @@ def store(name: str, compiled: Compiled, lang: str, target: Target, where: Path 
         handle, temporary = tempfile.mkstemp(prefix=f".{name[:16]}-", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(handle, "wb") as file:
-                file.write(MAGIC + _HEADER_SIZE.pack(len(encoded)) + encoded)
-                file.write(compiled.image)
-            os.replace(temporary, _path(name, directory))
+                file.write(data)
+            os.replace(temporary, path)
         except BaseException:
             _discard(Path(temporary))
             raise
@@ -262,16 +386,17 @@ def entries(where: Path | None = None) -> list[Entry]:
 
 
 def clear(where: Path | None = None) -> tuple[int, int]:
-    """Remove every entry, and temporary files a killed process left (older than an hour: younger
-    ones may be another process's write in progress); returns (entries removed, bytes freed)."""
+    """Remove every entry and manifest, and temporary files a killed process left (older than an
+    hour: younger ones may be another process's write in progress); returns (entries removed,
+    bytes freed)."""
     directory = where or folder()
     removed = freed = 0
     if not directory.is_dir():
         return 0, 0
-    for path in list(directory.glob(f"*{SUFFIX}")) + list(directory.glob(".*.tmp")):
+    for path in [*directory.glob(f"*{SUFFIX}"), *directory.glob(f"*{MANIFEST_SUFFIX}"), *directory.glob(".*.tmp")]:
         try:
             info = path.lstat()
-            if path.suffix != SUFFIX and time.time() - info.st_mtime < _STALE_SECONDS:
+            if path.suffix not in (SUFFIX, MANIFEST_SUFFIX) and time.time() - info.st_mtime < _STALE_SECONDS:
                 continue
             path.unlink()
         except OSError:

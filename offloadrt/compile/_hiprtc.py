@@ -4,7 +4,8 @@ hiprtc compiles for the device's ``gcnArchName`` (``--offload-arch=gfx90a:sramec
 unless the options name an architecture. It needs ROCm's ``libhiprtc.so`` (hip-python only binds
 it). Kernels' symbols come from the code object's kernel descriptors (``NAME.kd``); their
 signatures from the source's declarations. hiprtc is reached through :func:`hiprtc_module` only,
-which the tests replace with a stand-in.
+which the tests replace with a stand-in. hiprtc does not say which files it read, so for the cache
+the source's ``#include`` lines are followed as for NVRTC (:mod:`offloadrt.compile._inputs`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from . import _signature
+from . import _nvrtc, _signature
 from ._nvrtc import unique_symbol
 from ._types import Compiled, Target
 
@@ -90,7 +91,7 @@ def compile_hip(source: str, options: Sequence[str], target: Target, name: str) 
         _call(hiprtc, "hiprtcDestroyProgram", program)
     image = bytes(code)
     kernels, symbols = hip_kernels(source, kernel_symbols(image, target.arch))
-    return Compiled(image, kernels, symbols, log)
+    return Compiled(image, kernels, symbols, log, _nvrtc.inputs_of(source, flags))
 
 
 def _log(hiprtc: ModuleType, program: Any) -> str:

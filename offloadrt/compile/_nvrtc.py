@@ -7,19 +7,22 @@ JIT in the driver, so also runs on a driver older than this NVRTC) when the opti
 architecture (``-arch=sm_90``). It needs no GPU: the ``nvidia-cuda-nvrtc`` wheel brings
 ``libnvrtc``. Kernels' symbols and parameters come from the PTX ``.entry`` directives; their
 signatures from the source's declarations where those agree with the PTX, else from the PTX alone.
+NVRTC does not say which files it read, so for the cache the source's ``#include`` lines are
+followed (:mod:`offloadrt.compile._inputs`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from . import _signature
-from ._types import Compiled, Target
+from . import _inputs, _signature
+from ._types import Compiled, Inputs, Target
 
 INSTALL = "pip install cuda-bindings nvidia-cuda-nvrtc (or offloadrt[cuda])"
 _ARCH_OPTION = re.compile(r"^(?:-arch|--gpu-architecture)(?:=|$)")
@@ -104,7 +107,18 @@ def compile_cuda(source: str, options: Sequence[str], target: Target, name: str)
     finally:
         _call(nvrtc, "nvrtcDestroyProgram", program)
     kernels, symbols = ptx_kernels(source, ptx.rstrip(b"\0").decode(errors="replace"))
-    return Compiled(image, kernels, symbols, log)
+    return Compiled(image, kernels, symbols, log, inputs_of(source, flags))
+
+
+def inputs_of(source: str, flags: Sequence[str]) -> Inputs:
+    """What NVRTC read besides the source, for the cache: NVRTC cannot tell, so the source's includes
+    are followed (:func:`offloadrt.compile._inputs.scan`) from the current directory, where NVRTC
+    looks for the source's ``"..."`` includes."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return Inputs(complete=False)
+    return _inputs.scan(source, cwd, flags, cwd)
 
 
 def _output(nvrtc: ModuleType, program: Any, kind: str) -> bytes:

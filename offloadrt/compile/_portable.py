@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ErrorCode, OffloadError
-from . import _analysis, _clang, _signature
+from . import _analysis, _clang, _inputs, _signature, _types
 from ._types import Compiled, Target
 
 LANGS = {"gpu-c": "c", "gpu-c++": "c++"}
@@ -135,10 +135,25 @@ def compile_portable(source: str, options: Sequence[str], lang: str, target: Tar
         work = Path(folder)
         analysis = _analyse(clang, work, source, list(options), language)
         if target.kind == "host":
-            return _build_host(clang, work, source, list(options), language, analysis)
-        if target.kind == "cuda":
-            return _build_ptx(clang, work, source, list(options), language, target.arch, analysis)
-        return _build_amdgpu(clang, work, source, list(options), language, target.arch, analysis)
+            compiled = _build_host(clang, work, source, list(options), language, analysis)
+        elif target.kind == "cuda":
+            compiled = _build_ptx(clang, work, source, list(options), language, target.arch, analysis)
+        else:
+            compiled = _build_amdgpu(clang, work, source, list(options), language, target.arch, analysis)
+        compiled.inputs = _depends(work, source, options)
+        return compiled
+
+
+def _depends(work: Path, source: str, options: Sequence[str]) -> _types.Inputs | None:
+    """What the analysis and the build read besides the source (their ``-MD`` files), for the
+    cache; None when that is unknown."""
+    try:
+        cwd = os.getcwd()
+        made = [_inputs.from_make((work / name).read_text(errors="replace"), cwd, str(work))
+                for name in ("analysis.d", "build.d")]
+    except OSError:
+        return None
+    return _inputs.reported(_inputs.merge(*made), source, cwd, options)
 
 
 # ---- the analysis ----------------------------------------------------------------------------------
@@ -170,11 +185,17 @@ def _analyse(clang: _clang.Tool, work: Path, source: str, options: list[str], la
     path.write_text(source)
     out = work / "analysis.i"
     _clang.run([clang.path, "-E", "-x", language, "-D__OFFLOADRT_ANALYSIS__", f"-I{GPU_INCLUDE}", f"-I{INCLUDE}",
-                *options, str(path), "-o", str(out)], "preprocessing the portable source")
+                *options, str(path), "-o", str(out), "-MD", "-MF", str(work / "analysis.d")],
+               "preprocessing the portable source")
     return Analysis(out.read_text(errors="replace"), language == "c++")
 
 
 # ---- GPU builds ------------------------------------------------------------------------------------
+
+def _build_depends(work: Path) -> list[str]:
+    """The build's ``-MD`` options: what it read goes to ``build.d`` (for the cache)."""
+    return ["-MD", "-MF", str(work / "build.d")]
+
 
 def _gpu_command(clang: _clang.Tool, target: str, arch_flag: str, language: str, options: list[str]) -> list[str]:
     return [clang.path, f"--target={target}", arch_flag, "-nogpulib", "-nostdlibinc", "-O3", "-x", language, *options]
@@ -184,7 +205,8 @@ def _build_ptx(clang: _clang.Tool, work: Path, source: str, options: list[str], 
                analysis: Analysis) -> Compiled:
     path, out = work / SOURCE_NAME[language], work / "kernel.ptx"
     log = _clang.run([*_gpu_command(clang, "nvptx64-nvidia-cuda", f"-march={arch}", language, options), "-S",
-                      str(path), "-o", str(out)], f"compiling the portable source to PTX for {arch}")
+                      str(path), "-o", str(out), *_build_depends(work)],
+                     f"compiling the portable source to PTX for {arch}")
     ptx = out.read_text()
     entries = _signature.ptx_entries(ptx)
     kernels: dict[str, tuple[Any, ...] | None] = {}
@@ -220,7 +242,7 @@ def _build_amdgpu(clang: _clang.Tool, work: Path, source: str, options: list[str
     lld = _clang.lld(clang)
     path, obj, out = work / SOURCE_NAME[language], work / "kernel.o", work / "kernel.hsaco"
     log = _clang.run([*_gpu_command(clang, "amdgcn-amd-amdhsa", f"-mcpu={arch}", language, options), "-c",
-                      str(path), "-o", str(obj)], f"compiling the portable source for {arch}")
+                      str(path), "-o", str(obj), *_build_depends(work)], f"compiling the portable source for {arch}")
     log += _clang.run([lld.path, "-shared", str(obj), "-o", str(out)], f"linking the {arch} code object")
     image = out.read_bytes()
     names = elf_symbols(image)
@@ -446,7 +468,8 @@ def _build_host(clang: _clang.Tool, work: Path, source: str, options: list[str],
     driver = ["--driver-mode=g++", "-fno-exceptions"] if language == "c++" else []
     try:
         log = _clang.run([clang.path, *driver, "-x", language, "-O3", "-fPIC", "-shared", "-Wl,-z,defs",
-                          f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o", str(out)],
+                          f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o", str(out),
+                          *_build_depends(work)],
                          "compiling the portable source for the host")
     except OffloadError as exc:
         if exc.code == ErrorCode.COMPILE_FAILURE and f"{WRAPPER_NAME}:" in exc.details:

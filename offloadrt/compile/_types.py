@@ -22,9 +22,23 @@ class Compiled:
     ``kernels`` maps each kernel's source name to its signature in the forms ``Kernel.signature``
     takes (NumPy type names, ``"ptr"``, ``ctypes.Structure`` types), or to None where the parameters
     could not be read; ``symbols`` maps a source name to the symbol the image exports for it where the
-    two differ (a C++ kernel's mangled name); ``log`` is the compiler's output (warnings)."""
+    two differ (a C++ kernel's mangled name); ``log`` is the compiler's output (warnings);
+    ``inputs`` what the compiler read besides the source, for the cache (None: not known, so the
+    image is not cached; an image loaded from the cache has None)."""
 
     image: bytes
     kernels: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
     symbols: dict[str, str] = field(default_factory=dict)
     log: str = ""
+    inputs: Inputs | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a compile read besides its source: ``files`` (absolute paths), ``missing`` (absolute
+    paths it looked at and found nothing: a file created there would be read) and whether that is
+    ``complete`` (False where it cannot be told, such as an ``#include`` of a macro)."""
+
+    files: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    complete: bool = True
