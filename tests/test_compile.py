@@ -158,7 +158,7 @@ def test_arguments_are_checked(host: offloadrt.Device, args: tuple, code: ErrorC
 
 
 def test_other_arguments_are_checked(host: offloadrt.Device) -> None:
-    from offloadrt.compile import compile_source
+    compile_source = offloadrt.Program.from_source
 
     for bad in ({"name": "../escape"}, {"name": ""}, {"cache": "yes"}):
         with pytest.raises(OffloadError) as info:

@@ -164,7 +164,7 @@ def test_nvrtc_targets_the_compute_capability_and_takes_options(cuda: offloadrt.
 def test_an_nvrtc_compile_error_carries_the_whole_log(cuda: offloadrt.Device) -> None:
     source = "__global__ void k(int *p) {\n  p[0] = first_missing;\n  p[1] = second_missing;\n}\n"
     with pytest.raises(OffloadError) as info:
-        offloadrt.compile.compile_source(cuda, source, name="broken")
+        offloadrt.Program.from_source(cuda, source, name="broken")
     assert info.value.code == ErrorCode.COMPILE_FAILURE
     assert "first_missing" in info.value.details and "second_missing" in info.value.details
     assert "broken.cu(2)" in info.value.details
@@ -230,7 +230,7 @@ def test_a_hiprtc_compile_error_carries_the_log(amd: offloadrt.Device) -> None:
     hiprtc_standin.inject("hiprtcCompileProgram", hiprtc_standin.hiprtcResult.HIPRTC_ERROR_COMPILATION,
                           log="injected: the whole log\nsecond line")
     with pytest.raises(OffloadError) as info:
-        offloadrt.compile.compile_source(amd, SAXPY_HIP, cache=False)
+        offloadrt.Program.from_source(amd, SAXPY_HIP, cache=False)
     assert info.value.code == ErrorCode.COMPILE_FAILURE and "injected: the whole log\nsecond line" in info.value.details
     assert hiprtc_standin.calls.count("hiprtcDestroyProgram") == hiprtc_standin.calls.count("hiprtcCreateProgram")
 

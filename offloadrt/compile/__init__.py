@@ -1,4 +1,7 @@
-"""Kernels from source: ``Device.compile(source, options, lang)`` and ``Program.from_source``.
+"""Kernels from source: the compilers behind ``Device.compile`` and ``Program.from_source``.
+
+offloadrt.core calls :func:`build_for` and loads the :class:`Compiled` image it returns; this
+package never imports offloadrt.core.
 
 Languages (``lang``):
 
@@ -23,18 +26,14 @@ import time
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import PlatformBackend
 from . import _cache, _inputs, _signature
-from ._types import Compiled, Target
+from ._types import Compiled, DeviceLike, Target
 
-if TYPE_CHECKING:
-    from ..core._device import Device
-    from ..core._program import Program
-
-__all__ = ["LANGS", "Compiled", "Target", "build", "compile_source", "detect_lang", "target_of"]
+__all__ = ["LANGS", "Compiled", "DeviceLike", "Target", "build", "build_for", "detect_lang", "target_of"]
 
 LANGS = ("c", "cuda", "hip", "gpu-c", "gpu-c++")
 PORTABLE = ("gpu-c", "gpu-c++")
@@ -75,7 +74,7 @@ def _without_attribute_lists(code: str) -> str:
         position = end + 2
 
 
-def target_of(device: Device) -> Target:
+def target_of(device: DeviceLike) -> Target:
     """What ``device`` compiles for: the host, a CUDA ``sm_XY`` or an AMDGPU ``gcnArchName``."""
     kind = _KINDS.get(device.backend)
     if kind is None:
@@ -216,17 +215,9 @@ def build(source: str, options: Sequence[str] = (), lang: str | None = None, tar
     return compiled
 
 
-def compile_source(device: Device, source: str, options: Sequence[str] = (), lang: str | None = None, *,
-                   name: str | None = None, cache: bool = True) -> Program:
-    """Compile ``source`` for ``device`` and load it: a :class:`offloadrt.Program` whose kernels
-    know their signatures (see :func:`build` for the arguments and errors)."""
-    from ..core._device import Device
-    from ..core._program import Program
-
-    if not isinstance(device, Device):
-        raise OffloadError(ErrorCode.INVALID_ARGUMENT, f"device is an offloadrt.Device, got {type(device).__name__}")
-    device._runtime.check()
+def build_for(device: DeviceLike, source: str, options: Sequence[str] = (), lang: str | None = None, *,
+              name: str | None = None, cache: bool = True) -> Compiled:
+    """Compile ``source`` for what ``device`` runs (:func:`target_of`), without loading it: what
+    ``Device.compile`` and ``Program.from_source`` load (see :func:`build` for the arguments and errors)."""
     _validate(source, options, lang, name, cache)
-    target = target_of(device)
-    compiled = build(source, options, lang, target, name=name, cache=cache)
-    return Program._from_compiled(device, compiled)
+    return build(source, options, lang, target_of(device), name=name, cache=cache)

@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from ..types import PlatformBackend
+
+
+class DeviceLike(Protocol):
+    """What :mod:`offloadrt.compile` reads of a device (an ``offloadrt.Device``): its backend, and its
+    ``ol*`` handle for the architecture. offloadrt.core imports this package, never the other way."""
+
+    @property
+    def backend(self) -> PlatformBackend: ...
+
+    @property
+    def handle(self) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -148,9 +148,7 @@ class Device:
         ``COMPILE_FAILURE`` holds the compiler's whole log; ``HOST_TOOL_NOT_FOUND`` says what to
         install; ``UNSUPPORTED`` a language this device cannot run.
         """
-        from ..compile import compile_source
-
-        return compile_source(self, source, options, lang)
+        return _program.Program.from_source(self, source, options, lang)
 
     def __repr__(self) -> str:
         state = " (shut down)" if self._runtime.closed else ""

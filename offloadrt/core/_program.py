@@ -58,11 +58,20 @@ class Program:
         return cls(device, handle)
 
     @classmethod
-    def from_source(cls, device: Device, source: str, options: Sequence[str] = (), lang: str | None = None) -> Program:
-        """Compile ``source`` for ``device`` and load it; the same as ``device.compile(source, options, lang)``."""
-        from ..compile import compile_source
+    def from_source(cls, device: Device, source: str, options: Sequence[str] = (), lang: str | None = None, *,
+                    name: str | None = None, cache: bool = True) -> Program:
+        """Compile ``source`` for ``device`` and load it; the same as ``device.compile(source, options, lang)``.
 
-        return compile_source(device, source, options, lang)
+        ``name`` is the source's file stem in compiler messages (``kernel``); ``cache=False``
+        compiles without the disk cache. Errors: see ``docs/kernels.md``."""
+        from ..compile import build_for  # kernels from source: imported on first use
+        from ._device import Device
+
+        if not isinstance(device, Device):
+            raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                               f"device is an offloadrt.Device, got {type(device).__name__}")
+        device._runtime.check()
+        return cls._from_compiled(device, build_for(device, source, options, lang, name=name, cache=cache))
 
     @classmethod
     def _from_compiled(cls, device: Device, compiled: Compiled) -> Program:
