@@ -17,6 +17,12 @@ Design invariants (the program unload in :mod:`.image` relies on the first):
   released, so nothing waits forever on a failed queue.
 - A cross-queue wait never blocks a thread: a queue reaching a wait for an event that is not
   reached yet is *suspended* (it keeps its claim) and the event hands it back to the pool.
+- A queue holds at most ``depth`` items a user gave it (:attr:`HostQueue.depth`, from
+  ``OFFLOADRT_HOST_QUEUE_DEPTH``: see :func:`.pool.queue_depth_setting`): a submit to a full queue
+  waits for room (:meth:`HostQueue.wait_for_room`), as a GPU driver's launch blocks once its
+  launch queue is full. The runtime's own markers (a sync's, a free's, a program unload's) never
+  wait, so they may take a queue past ``depth`` by a few. A host function never waits for room:
+  its submit to a full queue raises ``INVALID_ARGUMENT`` (see :meth:`HostQueue.wait_for_room`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ErrorCode, OffloadError, OffloadWarning
-from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, set_host_function_queue
+from ..common.resources import AsyncInfo, GenericEvent, QueueFailure, host_function_thread, set_host_function_queue
 from .dispatch import BYTES_DATA_OFFSET, KERNEL_PROTOTYPE, Latch, LaunchStruct, kernel_fault, thread_state
 
 if TYPE_CHECKING:
@@ -108,6 +114,10 @@ WAIT = 4
 _KERNEL_TAG = bytes([KERNEL])
 BATCH_LIMIT = 1024  # queued one-group launches handed to the batch runner in one call
 MIN_BATCH = 8  # shorter runs are called one by one: setting a batch up costs about six single calls
+#: the longest one wait of a submitter blocked on a full queue lasts before it looks again (it is woken
+#: at once by every item that finishes, a failure and shutdown; the slice bounds each wait so that
+#: Ctrl-C reaches a blocked main thread on every Python)
+ROOM_WAIT_SLICE_S = 0.25
 FAIR_SHARE = 64  # items a worker runs of one queue before it serves another ready queue
 GATHER_LIMIT = 256  # queues whose launches one batch runner call may run
 #: whether a KERNEL item's record holds its blob's address (then runs of them go to the batch runner)
@@ -154,7 +164,7 @@ def _open_latch_skipped(latch: Latch, _failure: QueueFailure) -> None:
 class HostQueue(AsyncInfo):
     """An in-order queue of the host device, run by its worker pool (see the module docstring)."""
 
-    __slots__ = ("_items", "_claim", "_serving", "pool")
+    __slots__ = ("_items", "_claim", "_serving", "pool", "depth", "_room", "submitters_waiting")
 
     def __init__(self, device: object, pool: WorkerPool):
         super().__init__(device)
@@ -162,9 +172,26 @@ class HostQueue(AsyncInfo):
         self._claim = threading.Lock()  # held while the queue is ready, being served or suspended
         self._serving = False  # set while claimed; read without the lock by submitters
         self.pool = pool
+        #: the most items a submit leaves in the queue (the one running included); a submit to a
+        #: queue holding as many waits for room
+        self.depth = pool.queue_depth
+        # Guards submitters_waiting; submitters waiting for room wait on it, and whoever takes an
+        # item off while one waits, fails the queue's waiters or closes the pool notifies it.
+        self._room = threading.Condition(threading.Lock())
+        #: submitting threads blocked in wait_for_room (read without the lock by the worker)
+        self.submitters_waiting = 0
 
     # ---- submitting -------------------------------------------------------------------------
     def push(self, item: tuple[Any, ...]) -> None:
+        """Append a user's item, after waiting for room if the queue is full (:meth:`wait_for_room`)."""
+        if len(self._items) >= self.depth:
+            self.wait_for_room()
+        self._items.append(item)
+        if not self._serving:
+            self.schedule()
+
+    def _push_marker(self, item: tuple[Any, ...]) -> None:
+        """Append one of the runtime's own markers: never waits (see the module docstring)."""
         self._items.append(item)
         if not self._serving:
             self.schedule()
@@ -177,14 +204,80 @@ class HostQueue(AsyncInfo):
 
     def submit(self, run: Callable[[Any], object], arg: Any,
                skip: Callable[[Any, QueueFailure], object] | None = None) -> None:
-        """Run ``run(arg)`` in queue order; ``skip(arg, failure)`` instead if the queue failed."""
-        self.push((CALL, run, arg, skip))
+        """Run ``run(arg)`` in queue order; ``skip(arg, failure)`` instead if the queue failed.
+
+        A copy, a fill or an event record waits for room in a full queue (:meth:`push`); a marker
+        of the runtime's bookkeeping, whose ``skip`` is ``run`` itself (it runs whether or not the
+        queue failed: a free's, a program unload's), never does: the call that adds it (olMemFree,
+        olDestroyProgram) must neither block on a full queue nor be refused in a host function.
+        """
+        if skip is not None and skip == run:  # == : a bound method is a new object at each access
+            self._push_marker((CALL, run, arg, skip))
+        else:
+            self.push((CALL, run, arg, skip))
 
     def submit_host_function(self, callback: Callable[[Any], object], user_data: Any) -> None:
         self.push((HOST_FUNCTION, callback, user_data, None))
 
     def submit_wait(self, event: HostEvent) -> None:
         self.push((WAIT, event, None, None))
+
+    def wait_for_room(self) -> None:
+        """Block the calling thread until the queue holds fewer than :attr:`depth` items.
+
+        It wakes as soon as an item finishes (the worker notifies :attr:`_room`), and raises
+        instead of waiting on: ``QUEUE_ERROR`` once the queue failed (what a submit to a failed
+        queue raises), ``UNINITIALIZED`` once the device shut down, ``INVALID_ARGUMENT`` at once
+        in a host function (see :meth:`_refuse_in_host_function`). No lock but :attr:`_room`
+        is held while it waits, and that one is released by the wait; an exception (Ctrl-C
+        included) leaves the queue as it was: the caller's item is not appended.
+        """
+        running = host_function_thread.queue
+        if running is not None:
+            raise self._refuse_in_host_function(running)
+        room, items, pool = self._room, self._items, self.pool
+        with room:
+            self.submitters_waiting += 1
+            if self.submitters_waiting == 1:
+                pool.full_queues.add(self)  # shutdown wakes it (WorkerPool.shutdown)
+            try:
+                while True:
+                    if self.failure is not None:
+                        raise self.queue_error()
+                    if len(items) < self.depth:
+                        return
+                    if pool.closed:
+                        raise OffloadError(ErrorCode.UNINITIALIZED,
+                                           f"the host device was shut down (olShutDown) while this call waited "
+                                           f"for room in {self.owner or 'a queue'}, which holds {len(items)} "
+                                           f"items (OFFLOADRT_HOST_QUEUE_DEPTH={self.depth}); the work was "
+                                           f"not queued")
+                    room.wait(ROOM_WAIT_SLICE_S)
+            finally:
+                self.submitters_waiting -= 1
+                if not self.submitters_waiting:
+                    pool.full_queues.discard(self)
+
+    def _refuse_in_host_function(self, running: AsyncInfo) -> OffloadError:
+        """The error of a host function's submit to a full queue. Waiting for room there could
+        wait forever: for its own queue, the room comes only when the host function returns; for
+        another, that queue may wait (olWaitEvents) on work behind this host function, and a
+        blocked worker also holds up every queue it would serve. Refusing is the one safe answer
+        the runtime can give without proving there is no such cycle."""
+        where = (f"its own queue {self.owner or ''}".rstrip() if running is self
+                 else f"{self.owner or 'another queue'} (it runs in the order of {running.owner or 'a queue'})")
+        return OffloadError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"a host function cannot submit work to {where} while it is full ({len(self._items)} items, "
+            f"OFFLOADRT_HOST_QUEUE_DEPTH={self.depth}): it would have to wait for room, and that room may come "
+            f"only after the host function itself returns, so it could never return. Submit that work from "
+            f"an ordinary thread, or raise OFFLOADRT_HOST_QUEUE_DEPTH")
+
+    def _notify_room(self) -> None:
+        """Wake the submitters waiting for room (an item finished, or the queue failed)."""
+        room = self._room
+        with room:
+            room.notify_all()
 
     def is_idle(self) -> bool:
         return not self._items
@@ -198,7 +291,7 @@ class HostQueue(AsyncInfo):
         if not self._items:
             return True
         marker = Latch()
-        self.submit(_open_latch, marker, _open_latch_skipped)
+        self._push_marker((CALL, _open_latch, marker, _open_latch_skipped))
         return marker.wait(-1 if timeout is None else timeout)
 
     # ---- serving (on a pool worker that holds the claim) ------------------------------------
@@ -207,6 +300,8 @@ class HostQueue(AsyncInfo):
         items = self._items
         done = 0
         while True:
+            if self.submitters_waiting:  # an item was taken off (or the queue failed): there is room
+                self._notify_room()
             if not items:
                 self._serving = False
                 self._claim.release()
@@ -361,6 +456,8 @@ class HostQueue(AsyncInfo):
             else:
                 taken = 0
             deque(starmap(queue_items.popleft, repeat((), taken)), 0)  # in C
+            if taken and queue.submitters_waiting:
+                queue._notify_room()
             if queue is self:
                 taken_here = taken
             else:

@@ -201,7 +201,8 @@ class HostDevice(GenericDevice):
         copies its blob, so equal blobs make equal launches): a launch with the very same
         ``bytes`` object as the last one, or with an equal one, queues the kept item again,
         allocating nothing. The kept item holds the first of the equal blobs, whose data the
-        batch runner reads.
+        batch runner reads. A full queue (:attr:`HostQueue.depth` items) is left to the checked
+        path, whose :meth:`HostQueue.push` waits for room.
         """
         assert isinstance(kernel, HostKernel)
         image = kernel.image
@@ -220,8 +221,8 @@ class HostDevice(GenericDevice):
 
         def launch(ai: Any, args: bytes | None, sizes: KernelLaunchSizeArgs) -> bool:
             nonlocal checked
-            if ai.failure is not None or image.unloaded:
-                return False
+            if ai.failure is not None or image.unloaded or len(ai._items) >= ai.depth:
+                return False  # (a full queue: the checked path waits for room, HostQueue.push)
             last = checked
             if last[0] is sizes and last[1] == writes[0]:
                 entry = last[2]

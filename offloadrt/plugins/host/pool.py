@@ -10,15 +10,23 @@ does not count: whenever work is waiting that no idle worker can take and fewer 
 workers are available, one more starts (checked when work arrives and when a host function
 starts), so every queue keeps being served however many host functions block. A worker that has
 been idle for :data:`IDLE_RETIRE_S` while more than ``size`` workers are available exits.
+
+The pool also carries the device's queue depth (:func:`queue_depth_setting`, read when the device
+starts) and knows the queues whose submitters wait for room, so that :meth:`WorkerPool.shutdown`
+wakes them.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 import threading
+import warnings
 from collections import deque
 from typing import TYPE_CHECKING
 
+from ...errors import OffloadWarning
 from .dispatch import GroupJob, run_one_group
 
 if TYPE_CHECKING:
@@ -26,6 +34,30 @@ if TYPE_CHECKING:
     from .image import HostKernel
 
 IDLE_RETIRE_S = 5.0  # an extra worker idle this long exits
+#: the items a host queue holds before a submit waits for room, unless OFFLOADRT_HOST_QUEUE_DEPTH
+#: says otherwise: four of the batch runner's runs (exec.BATCH_LIMIT), so that one follows another
+#: without a pause, and under a MiB of queued launches
+DEFAULT_QUEUE_DEPTH = 4096
+
+
+def queue_depth_setting() -> int:
+    """``OFFLOADRT_HOST_QUEUE_DEPTH``: how many items a host queue holds before a submit waits.
+
+    An integer >= 1; 0 means no bound (``sys.maxsize``). Unset: :data:`DEFAULT_QUEUE_DEPTH`;
+    anything else: the default, with an :class:`OffloadWarning`.
+    """
+    text = os.environ.get("OFFLOADRT_HOST_QUEUE_DEPTH")
+    if text is None or not text.strip():
+        return DEFAULT_QUEUE_DEPTH
+    try:
+        depth = int(text)
+    except ValueError:
+        depth = -1
+    if depth < 0:
+        warnings.warn(f"offloadrt: OFFLOADRT_HOST_QUEUE_DEPTH={text!r} is not an integer >= 0 (0: no bound); "
+                      f"host queues hold {DEFAULT_QUEUE_DEPTH} items", OffloadWarning, stacklevel=2)
+        return DEFAULT_QUEUE_DEPTH
+    return depth or sys.maxsize
 
 
 class _Worker:
@@ -53,6 +85,10 @@ class WorkerPool:
         self._blocked = 0  # workers inside a host function
         self.closed = False  # set by shutdown: no thread starts any more, idle ones exit
         self._numbers = itertools.count()
+        self.queue_depth = queue_depth_setting()  # each HostQueue's depth
+        # Queues with submitters waiting for room (HostQueue.wait_for_room adds and discards them,
+        # under the queue's _room; set.add/discard are atomic).
+        self.full_queues: set[HostQueue] = set()
 
     # ---- scheduling (hot) -------------------------------------------------------------------
     def push(self, queue: HostQueue) -> None:
@@ -206,6 +242,8 @@ class WorkerPool:
             workers = list(self._workers)
         while self._idle:
             self._wake_one()
+        for queue in list(self.full_queues):  # their submitters see `closed` and give up
+            queue._notify_room()
         stuck = 0
         for worker in workers:
             assert worker.thread is not None
