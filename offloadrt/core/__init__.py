@@ -5,12 +5,13 @@ this package holds them in small private modules. The first use starts the runti
 and the layer gives its reference back at interpreter exit, after draining its queues.
 """
 
-from ._array import Array, asarray, empty
+from ._array import Array, ArrayFlags, asarray, ascontiguousarray, empty, empty_like, full, zeros, zeros_like
 from ._device import Device, DeviceProperties, device, devices
 from ._memory import Buffer
 from ._pool import MemoryPool
 from ._program import Kernel, Program
 from ._queue import Event, Queue
 
-__all__ = ["Array", "Buffer", "Device", "DeviceProperties", "Event", "Kernel", "MemoryPool", "Program", "Queue",
-           "asarray", "device", "devices", "empty"]
+__all__ = ["Array", "ArrayFlags", "Buffer", "Device", "DeviceProperties", "Event", "Kernel", "MemoryPool", "Program",
+           "Queue", "asarray", "ascontiguousarray", "device", "devices", "empty", "empty_like", "full", "zeros",
+           "zeros_like"]

@@ -126,7 +126,12 @@ def _expression(param: Param, value: object, index: int) -> tuple[str, str | Non
         if kind is Buffer or isinstance(value, Buffer):
             return f"{arg}._ptr", arg, None
         if isinstance(value, Array):
-            return f"{arg}._buf._ptr + {arg}._offset", f"{arg}._buf", None
+            if value._strides is not None:
+                raise OffloadError(ErrorCode.INVALID_ARGUMENT,
+                                   f"argument {index + 1} is a non-contiguous Array ({value!r}): a kernel gets one "
+                                   f"pointer and no strides; pass offloadrt.ascontiguousarray(array) (a C-ordered "
+                                   f"copy)")
+            return f"{arg}._buf._ptr + {arg}._at", f"{arg}._buf", None
         if value is None:
             return "0", None, None
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -208,7 +213,7 @@ def _reuse_test(expression: str, arg: str) -> str | None:
     a part that cannot tell (the bytes of a mutable ctypes object, a helper's conversion)."""
     if expression in (f"{arg}._ptr", arg):
         return "{value} is not {last}"
-    if expression == f"{arg}._buf._ptr + {arg}._offset":
+    if expression == f"{arg}._buf._ptr + {arg}._at":
         return "{value} != {last}"
     return None
 

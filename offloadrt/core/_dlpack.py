@@ -137,11 +137,16 @@ def data_type(dtype: np.dtype[Any]) -> DLDataType:
 
 
 def export(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: Any, queue: Queue | None, stream: Any,
-           max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None, copy: bool | None) -> Any:
-    """A DLPack capsule of ``shape`` elements of ``dtype`` at ``buffer.ptr + offset`` (C order)."""
+           max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None, copy: bool | None,
+           strides: tuple[int, ...] | None = None) -> Any:
+    """A DLPack capsule of ``shape`` elements of ``dtype`` at ``buffer.ptr + offset`` (C order, or byte
+    ``strides``). Work of queues other than ``queue`` that used the buffer is waited for first."""
+    from . import _copy
+
     dtype = np.dtype(dtype)
     here = device_of(buffer)
     buffer._checked_ptr()
+    _copy.settle(buffer, queue)
     if dl_device is not None and tuple(dl_device) != here:
         if tuple(dl_device) != (CPU, 0):
             raise ExportError(ErrorCode.UNSUPPORTED,
@@ -149,13 +154,14 @@ def export(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: Any, queu
         if copy is False:
             raise ExportError(ErrorCode.INVALID_ARGUMENT,
                               f"{buffer!r} is not CPU memory; exporting it to the CPU needs a copy (copy=False)")
-        return _export_copy(buffer, offset, shape, dtype, queue, max_version)
+        return _export_copy(buffer, offset, shape, dtype, queue, max_version, strides=strides)
     if here[0] == CPU and stream is not None:
         raise ExportError(ErrorCode.INVALID_ARGUMENT, f"stream must be None for CPU memory, got {stream!r}")
     _order(buffer, queue, stream)
     if copy:
-        return _export_copy(buffer, offset, shape, dtype, None, max_version, same_device=True)
-    return _capsule(buffer, buffer._checked_ptr(), offset, shape, dtype, here, max_version, 0, buffer)
+        return _export_copy(buffer, offset, shape, dtype, None, max_version, same_device=True, strides=strides)
+    return _capsule(buffer, buffer._checked_ptr(), offset, shape, dtype, here, max_version, 0, buffer,
+                    strides=strides)
 
 
 def _order(buffer: Buffer, queue: Queue | None, stream: Any) -> None:
@@ -180,10 +186,11 @@ def _order(buffer: Buffer, queue: Queue | None, stream: Any) -> None:
 
 
 def _export_copy(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: np.dtype[Any], queue: Queue | None,
-                 max_version: tuple[int, int] | None, same_device: bool = False) -> Any:
+                 max_version: tuple[int, int] | None, same_device: bool = False,
+                 strides: tuple[int, ...] | None = None) -> Any:
     from ._array import Array
 
-    source = Array(buffer, shape, dtype, offset=offset, queue=queue)
+    source = Array(buffer, shape, dtype, offset=offset, queue=queue, strides=strides)
     if same_device:
         copied = buffer._device.allocate(source.nbytes, buffer.kind)
         copied.copy_from(source)
@@ -195,14 +202,19 @@ def _export_copy(buffer: Buffer, offset: int, shape: tuple[int, ...], dtype: np.
 
 
 def _capsule(owner: Any, ptr: int, offset: int, shape: tuple[int, ...], dtype: np.dtype[Any], device: tuple[int, int],
-             max_version: tuple[int, int] | None, flags: int, exported: Buffer | None, owned: bool = False) -> Any:
+             max_version: tuple[int, int] | None, flags: int, exported: Buffer | None, owned: bool = False,
+             strides: tuple[int, ...] | None = None) -> Any:
     ndim = len(shape)
     shape_array = (ctypes.c_int64 * max(ndim, 1))(*shape)
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    strides_array = (ctypes.c_int64 * max(ndim, 1))(*reversed(strides))
+    if strides is None:
+        steps, step = [], 1
+        for extent in reversed(shape):
+            steps.append(step)
+            step *= extent
+        steps.reverse()
+    else:  # DLPack counts strides in elements
+        steps = [stride // dtype.itemsize for stride in strides]
+    strides_array = (ctypes.c_int64 * max(ndim, 1))(*steps)
     empty = 0 in shape
     tensor = DLTensor(None if empty else ptr, DLDevice(*device), ndim, data_type(dtype),
                       ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64)),

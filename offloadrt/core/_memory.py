@@ -172,6 +172,8 @@ class Buffer:
                 except (TypeError, ValueError, BufferError):
                     pass  # not C-contiguous, or read-only: transfer copies it or says why
                 else:
+                    if self._queues is not None and self._queues is not queue:
+                        _copy.follow(self, queue)  # after other queues' work on this buffer
                     try:
                         api.olMemcpy(handle, ptr, device.handle, address, device._runtime.host.handle, self.nbytes)
                     except OffloadError as exc:
@@ -200,6 +202,8 @@ class Buffer:
                 except (TypeError, ValueError, BufferError):
                     pass
                 else:
+                    if self._queues is not None and self._queues is not queue:
+                        _copy.follow(self, queue)
                     try:
                         api.olMemcpy(handle, address, device._runtime.host.handle, ptr, device.handle, self.nbytes)
                     except OffloadError as exc:
@@ -236,6 +240,7 @@ class Buffer:
     def __array_interface__(self) -> dict[str, Any]:
         if not self._host_reachable:
             raise NotAvailableError(ErrorCode.INVALID_ARGUMENT, _unreachable(self))
+        _copy.settle(self, None)  # the view reads now: after the queued work that uses the buffer
         return {"shape": (self.nbytes,), "typestr": "|u1", "version": 3,
                 "data": _hostmem.keeper(self, 0, self.nbytes)}
 
@@ -252,6 +257,7 @@ class Buffer:
         def __buffer__(self, flags: int, /) -> memoryview:
             if not self._host_reachable:
                 raise OffloadError(ErrorCode.INVALID_ARGUMENT, _unreachable(self))
+            _copy.settle(self, None)
             return memoryview(_hostmem.keeper(self, 0, self.nbytes)).cast("B")
 
         def __release_buffer__(self, view: memoryview, /) -> None:
