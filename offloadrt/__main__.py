@@ -3,9 +3,11 @@
 
 ``cache`` lists the compile cache's entries (size, language, target, kernels) or empties it.
 ``info`` shows what offloadrt finds on this machine, as LLVM's ``llvm-offload-device-info`` does:
-the version, the number of devices, each device's platform and device info (the same labels, in
-the same order), the platforms that did not start with the reason, and with ``--json`` the same
-data as one JSON object described by ``offloadrt/info.schema.json``.
+offloadrt's version with the LLVM release whose API it implements, the liboffload API's own version
+number (``OL_VERSION``, 0.0.1 in LLVM 22.1, under LLVM's label "Liboffload Version"), the number of
+devices, each device's platform and device info (the same labels, in the same order), the platforms
+that did not start with the reason, and with ``--json`` the same data as one JSON object described
+by ``offloadrt/info.schema.json``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ from .api.handles import Device
 from .errors import OffloadError
 from .types import DeviceInfo, Dimensions, FpCapabilityFlag, PlatformInfo
 
-API_VERSION = "0.0.1"  # what llvm-offload-device-info-22 prints as "Liboffload Version"
+# The liboffload API's own version number, OL_VERSION_MAJOR.MINOR.PATCH of its headers: LLVM 22.1 still
+# says 0.0.1, and llvm-offload-device-info-22 prints it as "Liboffload Version"; --json keeps that field
+# as is, the text names what it is.
+API_VERSION = "0.0.1"
 LLVM_API = "LLVM 22.1's liboffload API"
+VERSION_LINE = f"offloadrt {__version__} ({LLVM_API}, OL_VERSION {API_VERSION})"
 
 PLATFORM_LINES = [
     ("Platform Name", PlatformInfo.NAME),
@@ -118,8 +124,9 @@ def collect() -> dict[str, Any]:
 
 
 def print_text(report: dict[str, Any]) -> None:
-    print(f"offloadrt Version: {report['offloadrt Version']}")
-    print(f"Liboffload Version: {report['Liboffload Version']}")
+    print(f"offloadrt Version: {report['offloadrt Version']} (implements {LLVM_API})")
+    print(f"Liboffload Version: {report['Liboffload Version']} (OL_VERSION of the ol* API headers, as LLVM 22.1 "
+          f"defines it; not an LLVM version)")
     print(f"Num Devices: {report['Num Devices']}")
     for entry in report["Devices"]:
         name = entry["Product Name"][0]
@@ -216,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         description="offloadrt, a pure-Python implementation of LLVM's Offload API (ol*): show what it finds, "
                     "and show or empty its cache of compiled kernels.",
         epilog="The same command is installed as `offloadrt` and runs as `python -m offloadrt`.")
-    parser.add_argument("--version", action="version", version=f"offloadrt {__version__} ({LLVM_API})")
+    parser.add_argument("--version", action="version", version=VERSION_LINE)
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     info = commands.add_parser(
         "info", help="show the platforms and devices offloadrt finds",

@@ -43,7 +43,7 @@ def test_the_console_script_calls_itself_offloadrt() -> None:
 def test_version() -> None:
     shown = run("--version")
     assert shown.returncode == 0
-    assert shown.stdout.strip() == f"offloadrt {offloadrt.__version__} (LLVM 22.1's liboffload API)"
+    assert shown.stdout.strip() == f"offloadrt {offloadrt.__version__} (LLVM 22.1's liboffload API, OL_VERSION 0.0.1)"
 
 
 def test_the_json_report_follows_its_schema_and_has_no_units_in_values() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import api
+from ..api.platform import unavailable_platforms
 from ..errors import ErrorCode, OffloadError
 from ..types import AllocType, DeviceInfo, DeviceType, PlatformBackend
 from . import _program, _queue, _runtime
@@ -179,7 +180,8 @@ def device(spec: Device | str | None = None) -> Device:
     """One device: with no ``spec`` the first GPU, or else the host.
 
     ``spec`` is ``"host"``, a backend (``"cuda"``: its first device), or a backend and an ordinal
-    (``"cuda:1"``, ``"amdgpu:0"``). An unknown spec raises ``NOT_FOUND`` listing the devices there are.
+    (``"cuda:1"``, ``"amdgpu:0"``). An unknown spec raises ``NOT_FOUND`` listing the devices there are,
+    and for a platform that did not start (``"cuda"`` without a driver) the reason it did not.
     """
     runtime = _live_runtime()
     if isinstance(spec, Device):
@@ -195,8 +197,23 @@ def device(spec: Device | str | None = None) -> Device:
         if candidate._platform == name and (not ordinal or ordinal == str(candidate._ordinal)):
             return candidate
     there = ", ".join(str(d) for d in runtime.devices)
-    raise OffloadError(ErrorCode.NOT_FOUND, f"no device {spec!r}; the devices are: {there} "
-                                            f"(name one as 'platform' or 'platform:ordinal')")
+    raise OffloadError(ErrorCode.NOT_FOUND, f"no device {spec!r}{_why_missing(runtime, name)}. The devices are: "
+                                            f"{there} (name one as 'platform' or 'platform:ordinal')")
+
+
+def _why_missing(runtime: _runtime.Runtime, name: str) -> str:
+    """Why the platform ``name`` (its name or its backend's, in lower case) has no device, as words
+    to follow "no device 'cuda:0'": the reason it did not start; empty when it did or is unknown."""
+    if any(d._platform == name for d in runtime.devices):
+        return ""
+    try:
+        missing = unavailable_platforms()
+    except OffloadError:  # the runtime ended under the layer: the plain message is still true
+        return ""
+    for platform in missing:
+        if name in (platform.name.lower(), platform.backend.name.lower()):
+            return f": the {platform.name} platform did not start, because {platform.reason}"
+    return ""
 
 
 def _live_runtime() -> _runtime.Runtime:

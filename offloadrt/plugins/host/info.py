@@ -6,13 +6,20 @@ import ctypes
 import os
 import platform
 import socket
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ... import __version__
+from ...errors import OffloadWarning
 from ...types import Detail, DeviceInfo, DeviceType, Dimensions, FpCapabilityFlag
 
 UINT32_MAX = 0xFFFFFFFF
+#: set to 1 to give the host device the limits every current GPU has (read when the host device starts)
+GPU_LIMITS_VARIABLE = "OFFLOADRT_HOST_GPU_LIMITS"
+GPU_GROUP_SIZE = 1024  # work-items per work-group: CUDA's and HIP's maxThreadsPerBlock
+GPU_GROUP_DIMS = Dimensions(1024, 1024, 64)  # per dimension: CUDA's and HIP's maxThreadsDim
+GPU_GROUP_MEMORY = 48 * 1024  # work-group memory: CUDA's sharedMemPerBlock without the opt-in
 VENDOR_IDS = {"GenuineIntel": 0x8086, "AuthenticAMD": 0x1022}
 VENDOR_NAMES = {"GenuineIntel": "Intel Corporation", "AuthenticAMD": "Advanced Micro Devices, Inc."}
 # CPU implementer codes on Arm (the "CPU implementer" line of /proc/cpuinfo).
@@ -82,8 +89,25 @@ def compute_units() -> int:
         return os.cpu_count() or 1
 
 
+def gpu_limits() -> bool:
+    """Whether ``OFFLOADRT_HOST_GPU_LIMITS`` asks for GPU limits on the host device: ``1`` (or
+    ``true``/``yes``/``on``) does; unset, empty, ``0`` (``false``/``no``/``off``) does not; any other
+    value does not, with an ``OffloadWarning`` saying so."""
+    text = os.environ.get(GPU_LIMITS_VARIABLE, "").strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text not in ("", "0", "false", "no", "off"):
+        warnings.warn(f"offloadrt: {GPU_LIMITS_VARIABLE}={text!r} is neither 1 nor 0; the host device keeps its "
+                      f"own limits", OffloadWarning, stacklevel=2)
+    return False
+
+
 def host_device_info() -> tuple[dict[DeviceInfo, Any], list[Detail]]:
-    """The host device's info values, and extra lines for ``offloadrt info``."""
+    """The host device's info values, and extra lines for ``offloadrt info``.
+
+    With :func:`gpu_limits` the work-group limits are a GPU's (1024 items, at most 1024, 1024, 64 per
+    dimension, 48 KiB of work-group memory); launches are checked against these values.
+    """
     cpu = _cpuinfo()
     flags = set(cpu.get("flags", cpu.get("Features", "")).split())
     vendor_tag = cpu.get("vendor_id", "")
@@ -140,6 +164,11 @@ def host_device_info() -> tuple[dict[DeviceInfo, Any], list[Detail]]:
         ("SIMD Width", simd * 8, "bits"),
         ("Work-group Memory", "per-thread buffer; a work-group runs on one thread", ""),
     ]
+    if gpu_limits():
+        info[DeviceInfo.MAX_WORK_GROUP_SIZE] = GPU_GROUP_SIZE
+        info[DeviceInfo.MAX_WORK_GROUP_SIZE_PER_DIMENSION] = GPU_GROUP_DIMS
+        info[DeviceInfo.WORK_GROUP_LOCAL_MEM_SIZE] = GPU_GROUP_MEMORY
+        details.append(("GPU Limits", f"on ({GPU_LIMITS_VARIABLE}): work-groups as large as a GPU's", ""))
     return info, details
 
 
