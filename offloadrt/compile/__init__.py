@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import PlatformBackend
-from . import _cache, _inputs, _signature
+from . import _cache, _declarations, _inputs
 from ._types import Compiled, DeviceLike, Target
 
 __all__ = ["LANGS", "Compiled", "DeviceLike", "Target", "build", "build_for", "detect_lang", "target_of"]
@@ -53,7 +53,7 @@ def detect_lang(source: str, target: Target) -> str:
     if "gpuintrin.h" in source and _GPUINTRIN.search(source):
         if not any(word in source for word in _CXX_WORDS):
             return "gpu-c"
-        code = _without_attribute_lists(_signature.clean(source))  # hints in comments and [[...]] do not count
+        code = _without_attribute_lists(_declarations.clean(source))  # hints in comments and [[...]] do not count
         return "gpu-c++" if _CXX_HINTS.search(code) else "gpu-c"
     return _NATIVE[target.kind]
 

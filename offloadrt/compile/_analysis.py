@@ -1,4 +1,8 @@
-"""Which kernels of a portable source need their work-items to run as fibers on the host.
+"""What a portable source holds, read from one preprocessing of it: its kernels and their parameters,
+its dynamic work-group arrays, and which kernels need their work-items to run as fibers on the host.
+
+The preprocessing (:func:`analyse`) uses offloadrt's host ``<gpuintrin.h>`` with
+``__OFFLOADRT_ANALYSIS__``, where ``__gpu_kernel`` and ``__gpu_local`` read as marks.
 
 A kernel needs fibers when it may reach a call that makes work-items wait for each other
 (a barrier, a lane operation, ``__gpu_exit``, ``__gpu_thread_suspend``). The check reads the
@@ -12,8 +16,15 @@ run as a loop stops the kernel with a fault rather than computing a wrong result
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
-from ._signature import clean
+from . import _clang, _declarations, _signature
+from ._declarations import clean
+
+INCLUDE = Path(__file__).resolve().parent.parent / "include"
+GPU_INCLUDE = INCLUDE / "offloadrt" / "gpu"
+SOURCE_NAME = {"c": "kernel.c", "c++": "kernel.cpp"}
 
 FIBER_CALLS = frozenset({
     "__gpu_sync_threads", "__gpu_sync_lane", "__gpu_lane_mask", "__gpu_ballot", "__gpu_exit", "__gpu_thread_suspend",
@@ -85,3 +96,44 @@ def reaches(kernel: str, graph: dict[str, set[str]], targets: frozenset[str] | s
                 seen.add(name)
                 todo.append(name)
     return False
+
+
+class Analysis:
+    """What the analysis preprocessing found: kernels, signatures, dynamic arrays, the call graph."""
+
+    def __init__(self, text: str, cxx: bool) -> None:
+        self.text = text
+        self.failure = ""  # why the source's declarations could not be read (GPU builds go on from the binary)
+        try:
+            self.info = _declarations.analyse(text, cxx=cxx)
+        except _declarations.SignatureError as exc:
+            self.info, self.failure = _declarations.SourceInfo(is_cxx=cxx), str(exc)
+        self.graph = call_graph(text)
+        self.extern_locals = _declarations.extern_local_arrays(text)
+        self.signatures: dict[str, tuple[Any, ...] | None] = {}
+        self.problems: dict[str, str] = {}
+        for kernel in self.info.kernels:
+            try:
+                self.signatures[kernel.name] = _signature.signature(kernel, self.info)
+            except _declarations.SignatureError as exc:
+                self.signatures[kernel.name] = None
+                self.problems[kernel.name] = str(exc)
+
+
+def analyse(clang: _clang.Tool, work: Path, source: str, options: list[str], language: str) -> Analysis:
+    """Preprocess ``source`` (written to ``work``) for the analysis and read it; ``COMPILE_FAILURE``
+    when the preprocessor refuses it."""
+    path = work / SOURCE_NAME[language]
+    path.write_text(source)
+    out = work / "analysis.i"
+    _clang.run([clang.path, "-E", "-x", language, "-D__OFFLOADRT_ANALYSIS__", f"-I{GPU_INCLUDE}", f"-I{INCLUDE}",
+                *options, str(path), "-o", str(out), "-MD", "-MF", str(work / "analysis.d")],
+               "preprocessing the portable source")
+    return Analysis(out.read_text(errors="replace"), language == "c++")
+
+
+def build_depends(work: Path) -> list[str]:
+    """A build's ``-MD`` options: what it read goes to ``build.d`` (for the cache; the analysis writes
+    ``analysis.d``)."""
+    return ["-MD", "-MF", str(work / "build.d")]
+
