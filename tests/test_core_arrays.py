@@ -218,3 +218,38 @@ def test_a_queued_read_waits_for_the_other_queue(host: offloadrt.Device) -> None
         array.copy_to(out, reader)
     opener.join()
     assert out.mean() == 3.0
+
+
+# ---- launch arguments and sizes ---------------------------------------------------------------------
+
+def test_launch_messages_say_what_to_do(host: offloadrt.Device) -> None:
+    program = host.compile("#include <offloadrt/host_kernel.h>\nstruct args { float *x; unsigned n; };\n"
+                           "OL_HOST_KERNEL k(const void *a, const ol_host_launch_t *l) { (void)a; (void)l; "
+                           "return 0; }\nOL_HOST_KERNEL_ARGS(k, struct args);\n")
+    kernel = program.kernel("k")
+    x = offloadrt.zeros(4, np.float32, host)
+    with host.queue() as queue:
+        for signature in (None, ("ptr", "uint32")):
+            kernel.signature = signature
+            error = expect(ErrorCode.INVALID_ARGUMENT, queue.launch, kernel, 1, 1, np.zeros(4, np.float32),
+                           np.uint32(4))
+            assert "NumPy array" in error.details and "offloadrt.asarray" in error.details
+        error = expect(ErrorCode.INVALID_ARGUMENT, queue.launch, kernel, 1, 1, x, x)
+        assert "is an offloadrt Array" in error.details
+
+
+@pytest.mark.parametrize("sizes", [(4.0, 1, 0), (4, 1.0, 0), (4, 1, 0.0), ((2.0, 1), 1, 0), (True, 1, 0),
+                                   (4, 1, False)], ids=repr)
+def test_float_and_bool_launch_sizes_are_refused_after_int_ones(host: offloadrt.Device,
+                                                                sizes: tuple[object, object, object]) -> None:
+    """Before: once a launch with 4 had run, 4.0 (equal to it) took the fast path and was accepted."""
+    program = host.compile("#include <offloadrt/host_kernel.h>\n"
+                           "OL_HOST_KERNEL k(const void *a, const ol_host_launch_t *l) { (void)a; (void)l; "
+                           "return 0; }\nOL_HOST_KERNEL_NO_ARGS(k);\n")
+    kernel = program.kernel("k")
+    grid, block, shared = sizes
+    with host.queue() as queue:
+        queue.launch(kernel, 4, 1)
+        queue.launch(kernel, (2, 1), 1)
+        queue.launch(kernel, 4, 1, shared_mem=0)
+        expect(ErrorCode.INVALID_ARGUMENT, queue.launch, kernel, grid, block, shared_mem=shared)

@@ -104,6 +104,8 @@ def _inferred(value: object, index: int) -> Param:
         kind = type(value)
         return Param(kind.__name__, "raw", f"{ctypes.sizeof(kind)}s", ctypes.sizeof(kind), ctypes.alignment(kind),
                      ctype=kind)
+    if isinstance(value, np.ndarray):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, _host_array_message(value, index))
     if isinstance(value, (int, float, complex)):
         raise TypeError(
             f"argument {index + 1} is a plain Python {type(value).__name__} ({value!r}) and the kernel has no "
@@ -141,8 +143,8 @@ def _expression(param: Param, value: object, index: int) -> tuple[str, str | Non
     elif param.kind == "scalar":
         if isinstance(value, (Buffer, Array)):
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
-                               f"argument {index + 1} is a {kind.__name__}, but the signature says {param.name}; "
-                               f"pointer parameters are 'ptr'")
+                               f"argument {index + 1} is an offloadrt {kind.__name__}, but the signature says "
+                               f"{param.name}; pointer parameters are 'ptr'")
         if isinstance(value, (int, float, np.number, np.bool_)) and not isinstance(value, complex):
             return arg, None, None
         if isinstance(value, ctypes._SimpleCData):
@@ -154,9 +156,17 @@ def _expression(param: Param, value: object, index: int) -> tuple[str, str | Non
             return f"bytes({arg})", None, None
         if isinstance(value, (bytes, bytearray, memoryview)):
             return f"bytes({arg})", None, None
+    if param.kind == "ptr" and isinstance(value, np.ndarray):
+        raise OffloadError(ErrorCode.INVALID_ARGUMENT, _host_array_message(value, index))
     raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                        f"argument {index + 1} ({kind.__name__}) does not fit its parameter {param.name} of the "
                        f"kernel's signature")
+
+
+def _host_array_message(value: np.ndarray, index: int) -> str:
+    return (f"argument {index + 1} is a NumPy array ({value.dtype}{list(value.shape)}), which lives in host memory the "
+            f"kernel cannot be given; copy it to the device first: offloadrt.asarray(array, device) (and "
+            f"array.get() to read results back)")
 
 
 def build_plan(signature: tuple[Param, ...] | None, args: tuple[Any, ...], kernel_name: str) -> Callable[..., Any]:
@@ -312,6 +322,13 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
     # everything the launcher reads is a variable of the enclosing factory: a closure cell, read as fast
     # as a local (keyword defaults would cost a dictionary look-up per call)
     namespace["type"] = type
+    # The launch sizes it was built for, matched by value only where the type is the same too: 4.0 ==
+    # 4 and (2.0, 1) == (2, 1), but a float extent is an error (the checked path says so).
+    namespace["_exact"] = exact_sizes
+    same = " and ".join(
+        f"({name} is {cell} or ({name} == {cell} and type({name}) is int))" if type(value) is int
+        else f"{name} is {cell}"
+        for name, cell, value in zip(("grid", "block", "shared"), ("_grid", "_block", "_shared"), key))
     cells = sorted(namespace)
     unpack = f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else \
         "        if args:\n            return False\n"
@@ -321,11 +338,11 @@ def build_fast_launch(plan: Callable[..., Any], args: tuple[Any, ...], device: A
         + nonlocal_
         + unpack
         + (f"        if {' or '.join(checks)}:\n            return False\n" if checks else "")
-        + "        if grid == _grid and block == _block and shared == _shared:\n"
+        + f"        if {same}:\n"
         "            sizes = _sizes\n"
         "        else:\n"
         "            sizes = _cached_sizes((grid, block, shared))\n"
-        "            if sizes is None:\n"
+        "            if sizes is None or not _exact(grid, block, shared):\n"
         "                return False\n"
         "        handle = q._handle\n"
         "        if handle is None:\n"
@@ -377,12 +394,25 @@ _SIZES: dict[tuple[Any, Any, Any], KernelLaunchSizeArgs] = {}
 _SIZES_KEPT = 1024
 
 
+def exact_sizes(grid: Any, block: Any, shared: Any) -> bool:
+    """Whether a launch's sizes are ints or tuples of ints (not floats or bools that equal them)."""
+    for value in (grid, block):
+        if type(value) is tuple:
+            if any(type(item) is not int for item in value):
+                return False
+        elif type(value) is not int:
+            return False
+    return type(shared) is int
+
+
 def launch_sizes(grid: Any, block: Any, shared_mem: Any) -> KernelLaunchSizeArgs:
     """The ``KernelLaunchSizeArgs`` of a launch over ``grid`` groups of ``block`` items each (an int or a
     tuple of up to 3), with ``shared_mem`` bytes of work-group memory; cached (never mutated)."""
     groups, group_dims = _extent(grid, "grid")
     items, item_dims = _extent(block, "block")
     try:
+        if isinstance(shared_mem, (bool, np.bool_)):
+            raise TypeError
         shared = operator.index(shared_mem)
     except TypeError:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT,
@@ -405,6 +435,8 @@ def _extent(value: Any, what: str) -> tuple[tuple[int, int, int], int]:
     extents = []
     for item in items:
         try:
+            if isinstance(item, (bool, np.bool_)):
+                raise TypeError
             extent = operator.index(item)
         except TypeError:
             raise OffloadError(ErrorCode.INVALID_ARGUMENT,
