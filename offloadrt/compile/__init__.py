@@ -30,48 +30,18 @@ from typing import Any
 
 from ..errors import ErrorCode, OffloadError, OffloadWarning
 from ..types import PlatformBackend
-from . import _cache, _declarations, _inputs
+from . import _cache, _inputs
+from ._language import NATIVE, detect_lang
 from ._types import Compiled, DeviceLike, Target
 
 __all__ = ["LANGS", "Compiled", "DeviceLike", "Target", "build", "build_for", "detect_lang", "target_of"]
 
 LANGS = ("c", "cuda", "hip", "gpu-c", "gpu-c++")
 PORTABLE = ("gpu-c", "gpu-c++")
-_NATIVE = {"host": "c", "cuda": "cuda", "amdgpu": "hip"}
 _KINDS = {PlatformBackend.HOST: "host", PlatformBackend.CUDA: "cuda", PlatformBackend.AMDGPU: "amdgpu"}
-_GPUINTRIN = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]gpuintrin\.h[>"]', re.MULTILINE)
-_CXX_HINTS = re.compile(r'\bextern\s+"C"|\btemplate\s*<|\bnamespace\b|\bclass\b|::|\bstatic_cast\b|'
-                        r'\breinterpret_cast\b|\busing\s+namespace\b')
-_CXX_WORDS = ('extern', "template", "namespace", "class", "::", "_cast", "using")  # a cheap first look
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _PORTABLE_MODULE = "offloadrt.compile._portable"
 HOST = Target("host")
-
-
-def detect_lang(source: str, target: Target) -> str:
-    """The language of ``source`` for ``target`` when none is given (see the module's docstring)."""
-    if "gpuintrin.h" in source and _GPUINTRIN.search(source):
-        if not any(word in source for word in _CXX_WORDS):
-            return "gpu-c"
-        code = _without_attribute_lists(_declarations.clean(source))  # hints in comments and [[...]] do not count
-        return "gpu-c++" if _CXX_HINTS.search(code) else "gpu-c"
-    return _NATIVE[target.kind]
-
-
-def _without_attribute_lists(code: str) -> str:
-    """``code`` with each ``[[...]]`` (C23 as well as C++) replaced by a space, in linear time: a
-    ``[[`` closes at the nearest ``]]`` after it; one that never closes ends the search (a regular
-    expression doing the same rescans the rest of the text from every ``[[``: minutes on 1 MB)."""
-    parts: list[str] = []
-    position = 0
-    while True:
-        start = code.find("[[", position)
-        end = code.find("]]", start + 2) if start >= 0 else -1
-        if end < 0:
-            parts.append(code[position:])
-            return " ".join(parts)
-        parts.append(code[position:start])
-        position = end + 2
 
 
 def target_of(device: DeviceLike) -> Target:
@@ -124,12 +94,12 @@ def _validate(source: Any, options: Any, lang: Any, name: Any, cache: Any) -> tu
 
 
 def _check_lang(lang: str, target: Target) -> None:
-    if lang in PORTABLE or lang == _NATIVE[target.kind]:
+    if lang in PORTABLE or lang == NATIVE[target.kind]:
         return
-    owner = next(kind for kind, native in _NATIVE.items() if native == lang)
+    owner = next(kind for kind, native in NATIVE.items() if native == lang)
     raise OffloadError(ErrorCode.UNSUPPORTED,
                        f"lang {lang!r} compiles for {owner} devices, not {target.kind} ones; for a {target.kind} "
-                       f"device use {_NATIVE[target.kind]!r}, or 'gpu-c'/'gpu-c++' (portable <gpuintrin.h> kernels)")
+                       f"device use {NATIVE[target.kind]!r}, or 'gpu-c'/'gpu-c++' (portable <gpuintrin.h> kernels)")
 
 
 def _portable_compiler() -> ModuleType:
@@ -192,7 +162,7 @@ def build(source: str, options: Sequence[str] = (), lang: str | None = None, tar
     to install; ``UNSUPPORTED`` a language the target cannot run.
     """
     flags, stem = _validate(source, options, lang, name, cache)
-    if not isinstance(target, Target) or target.kind not in _NATIVE:
+    if not isinstance(target, Target) or target.kind not in NATIVE:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                            f"target is a Target of kind host, cuda or amdgpu, got {target!r}")
     chosen = detect_lang(source, target) if lang is None else lang

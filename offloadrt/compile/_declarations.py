@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 _COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _LINE_MARKER = re.compile(r"^[ \t]*#[^\n]*", re.MULTILINE)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_TEMPLATE = re.compile(r"\btemplate\s*<(.*)>", re.DOTALL)  # in the text before a kernel's mark
 KERNEL_MARK = "__ol_gpu_kernel__"
 LOCAL_MARK = "__ol_gpu_local__"
 
@@ -52,12 +53,15 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelDecl:
-    """A kernel defined in a source: its name, C++ linkage and parameters (None: unreadable)."""
+    """A kernel defined in a source: its name, C++ linkage and parameters (None: unreadable);
+    ``template`` is the template parameter list of a function template marked as a kernel
+    (``"typename T"``), else ``""``."""
 
     name: str
     params: tuple[Param, ...] | None
     cxx_linkage: bool
     problem: str = ""
+    template: str = ""
 
 
 @dataclass
@@ -254,14 +258,16 @@ def analyse(text: str, *, cxx: bool) -> SourceInfo:
         if not after.startswith("{") and not re.match(r"(?:noexcept|const|override|\s)*\{", after):
             continue  # a declaration; the definition comes elsewhere
         seen.add(name)
-        linkage_c = (not cxx) or 'extern "C"' in _prefix(body, match.start()) or any(
-            a <= match.start() < b for a, b in extern_c)
+        prefix = _prefix(body, match.start())
+        linkage_c = (not cxx) or 'extern "C"' in prefix or any(a <= match.start() < b for a, b in extern_c)
+        template = _TEMPLATE.search(prefix)
         try:
             params: tuple[Param, ...] | None = parse_params(body[paren + 1:close - 1])
             problem = ""
         except SignatureError as exc:
             params, problem = None, str(exc)
-        info.kernels.append(KernelDecl(name, params, cxx_linkage=not linkage_c, problem=problem))
+        info.kernels.append(KernelDecl(name, params, cxx_linkage=not linkage_c, problem=problem,
+                                       template=" ".join(template.group(1).split()) if template else ""))
     return info
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import ErrorCode, OffloadError
 from . import _clang
 from ._analysis import GPU_INCLUDE, INCLUDE, SOURCE_NAME, Analysis, build_depends, needs_fibers, reaches
-from ._declarations import clean
+from ._declarations import KernelDecl, clean
 from ._types import Compiled
 
 _LOCAL = re.compile(r"__gpu_local\b|\[\[\s*clang::address_space\s*\(\s*3\s*\)\s*\]\]|"
@@ -123,9 +123,30 @@ def _check_host_support(analysis: Analysis, source: str, dynamic: list[str], fil
         raise _fail("an address_space attribute comes from a macro; on the host device write work-group memory "
                     "as __gpu_local in the source itself (docs/portable-kernels.md)")
     for kernel in analysis.info.kernels:
+        if kernel.template:
+            raise _fail(template_advice(kernel))
         if analysis.signatures.get(kernel.name) is None:
             raise _fail(f"kernel {kernel.name!r}: cannot read its parameters for the wrapper: "
                         f"{analysis.problems.get(kernel.name, 'unknown types')}")
+
+
+def template_advice(kernel: KernelDecl) -> str:
+    """Why a function template marked ``__gpu_kernel`` is not a kernel on the host, and the plain
+    kernel to write instead (with the kernel's own parameters where they can be shown)."""
+    name, params = kernel.name, kernel.params or ()
+    types = re.findall(r"\b(?:typename|class)\s+(\w+)", kernel.template)
+    if types and len(types) == len(kernel.template.split(",")) and params and all(
+            param.name and "(" not in param.type_text for param in params):
+        as_float = re.compile(rf"\b(?:{'|'.join(types)})\b")
+        declared = ", ".join(f"{as_float.sub('float', param.type_text)} {param.name}" for param in params)
+        instance = f"{name}<{', '.join('float' for _ in types)}>({', '.join(param.name for param in params)})"
+        example = f"__gpu_kernel void {name}_float({declared}) {{ {instance}; }}"
+    else:
+        example = f"__gpu_kernel void {name}_float(float *x, uint32_t n) {{ {name}<float>(x, n); }}"
+    return (f"kernel {name!r} is a function template (template <{kernel.template}>), and a template is not a "
+            f"kernel: it has no parameter types until it is instantiated, and offloadrt calls each kernel "
+            f"through one generated wrapper. Take __gpu_kernel off the template and mark a plain (non-template) "
+            f"function that calls the instance you need: `{example}` (docs/portable-kernels.md)")
 
 
 def _wrapper(analysis: Analysis, cxx: bool) -> str:
