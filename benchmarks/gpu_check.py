@@ -17,17 +17,21 @@ starve them):
 2. ``examples``: ``examples/saxpy.py <device>`` and ``examples/portable_*.py``, each must print its
    ``ok`` line for the GPU. Where this machine's clang is too old for portable kernels (20+), their
    device code comes from the images ``--prepare`` built (``build/gpu_check/``; gpucheck/examples.py).
-3. ``interop``: CuPy arrays and PyTorch tensors into offloadrt (as they are, DLPack only, CUDA
+3. ``elementwise``: ``offloadrt.core._elementwise``'s saxpy and reductions (sum, max, min, dot, an
+   int sum) on the GPU for 0 to 1,000,003 elements against NumPy, one line per kernel; their
+   generated sources come prebuilt like the portable examples' where clang is too old
+   (gpucheck/elementwise.py).
+4. ``interop``: CuPy arrays and PyTorch tensors into offloadrt (as they are, DLPack only, CUDA
    Array Interface only) and offloadrt arrays out (``from_dlpack``, CAI), compared by value; a
    cuda.core ``Stream`` made from an offloadrt queue (``__cuda_stream__``). Missing libraries: SKIP.
-4. ``percall``: one call's cost side by side in one process, best of ``--rounds`` (5) rounds of
+5. ``percall``: one call's cost side by side in one process, best of ``--rounds`` (5) rounds of
    ``--calls`` (20,000): raw ``cuda.bindings``, ``cuda.core``, CuPy ``RawKernel``, offloadrt's
    ``ol*`` and its Python layer, for a 4-parameter launch, an 8-byte H2D copy from pageable NumPy
    memory and an untimed event's create+record+sync+destroy (gpucheck/percall.py). Goals
    (``queue.launch`` <= 1.15x raw, ``olLaunchKernel`` <= 1.1x, ``Buffer.copy_from`` <= 1.3x, the
    ``ol*`` untimed event <= 1.3x) are reported as met or missed, not as failures.
-5. ``gpu-tests``: ``python -m pytest -m cuda`` (``-m amdgpu`` on AMD), one FAIL line per failed test.
-6. ``conformance``: ``python -m pytest tests/conformance --platform cuda`` (or ``amdgpu``), likewise.
+6. ``gpu-tests``: ``python -m pytest -m cuda`` (``-m amdgpu`` on AMD), one FAIL line per failed test.
+7. ``conformance``: ``python -m pytest tests/conformance --platform cuda`` (or ``amdgpu``), likewise.
 
 The whole run keeps to ``--budget`` seconds (230 by default): each step gets at most what is left,
 and a step with too little time left is a SKIP saying so. ``--quick`` makes ``percall`` short
@@ -78,7 +82,7 @@ from gpucheck.results import Recorder, Result  # noqa: E402
 from gpucheck.runner import Check, run_command, tail  # noqa: E402
 
 DEFAULT_BUDGET = 230.0
-STEPS = ("info", "examples", "interop", "percall", "gpu-tests", "conformance")
+STEPS = ("info", "examples", "elementwise", "interop", "percall", "gpu-tests", "conformance")
 QUICK_PERCALL = (2_000, 3)
 FULL_PERCALL = (20_000, 5)
 
@@ -178,6 +182,9 @@ def run_steps(check: Check, gpu: Gpu, steps: Sequence[str], percall: tuple[int, 
         for example in assets.EXAMPLE_NAMES:
             check.run_child("example", f"examples.{example}",
                             ["example", "--example", example, "--device", gpu.spec, "--assets", str(assets_folder)])
+    if "elementwise" in steps:
+        check.run_child("elementwise", "elementwise", ["elementwise", "--device", gpu.spec, "--assets",
+                                                       str(assets_folder)])
     if "interop" in steps:
         check.run_child("interop", "interop", ["interop", "--device", gpu.spec])
     if "percall" in steps:
@@ -252,6 +259,10 @@ def child_main(args: argparse.Namespace) -> int:
             from gpucheck import examples  # noqa: PLC0415
 
             examples.run(recorder, args.example, args.device, args.assets)
+        elif args.child == "elementwise":
+            from gpucheck import elementwise  # noqa: PLC0415
+
+            elementwise.run(recorder, args.device, args.assets)
         elif args.child == "interop":
             from gpucheck import interop  # noqa: PLC0415
 
@@ -299,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="the GPU to check, as offloadrt.device takes it (default: the first)")
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated steps to run ({','.join(STEPS)})")
     parser.add_argument("--assets", type=Path, default=assets.ASSETS, help="where --prepare puts its images")
-    parser.add_argument("--child", choices=("example", "interop", "percall"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("example", "elementwise", "interop", "percall"), help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--example", choices=assets.EXAMPLE_NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -105,3 +105,18 @@ def test_without_the_peer_its_figures_are_absent_with_the_reason(tmp_path: Path)
     assert "peer enqueue_copy" not in peer["copy_sweep"]["GBps"]
     assert "Peer absent: PyOpenCL is not installed" in (out / "summary.md").read_text()
     assert (out / "copy_bandwidth.png").read_bytes()[:8] == PNG
+
+
+def test_the_elementwise_benchmark_reports_its_rows_or_why_not(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = run_all("--quick", "--out", str(out), "--only", "elementwise", timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((out / "results.json").read_text())["modules"]["bench_elementwise"]
+    notes = " ".join(result["notes"])
+    if not result["rows"]:
+        assert "clang" in notes  # no portable compiler: said so
+        return
+    floors = [entry["floor_what"] for entry in result["rows"]]
+    assert any("NumPy" in floor for floor in floors) and "numpy.sum" in floors
+    assert any("PoCL" in floor for floor in floors) or "PyOpenCL on PoCL rows not measured" in notes
+    assert "differs" not in notes  # the results were checked against NumPy

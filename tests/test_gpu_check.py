@@ -44,7 +44,7 @@ def test_without_a_gpu_it_says_so_and_passes(tmp_path: Path) -> None:
     assert all(re.match(r"(PASS|SKIP) \S+", line) for line in lines[:-1]), lines  # one result a line, no FAIL
     assert any(line.startswith("SKIP info no GPU platform") for line in lines)
     assert {line.split()[1] for line in lines if line.endswith(" no GPU")} == {
-        "examples", "interop", "percall", "gpu-tests", "conformance"}
+        "examples", "elementwise", "interop", "percall", "gpu-tests", "conformance"}
     (text,) = tmp_path.glob("gpu_check-*-no-gpu.txt")
     assert text.read_text().startswith("\n".join(lines))  # what it printed, then the steps' output
     (figures,) = tmp_path.glob("gpu_check-*-no-gpu.json")

@@ -10,7 +10,8 @@ and the SHA-256 of the source it was built from (so a stale image is never used)
 - portable examples: ``offloadrt.compile.build`` (what ``Device.compile`` runs), PTX for sm_80,
   sm_89 and sm_90 and code objects for gfx90a and gfx942;
 - ``saxpy``: ``examples/kernels.py``'s own recipe (PTX for sm_52, which every later GPU runs, and
-  code objects for the same AMD targets).
+  code objects for the same AMD targets);
+- the elementwise step's generated kernels (``gpucheck/elementwise.py``), for the portable targets.
 
 It also downloads the pyelftools wheel into ``build/gpu_check/wheels`` for GPU machines without it
 (gpu_check imports it from the wheel, a zip, through ``PYTHONPATH``).
@@ -149,6 +150,9 @@ def prepare(report: Callable[[str, str, str], None], folder: Path = ASSETS) -> b
             entries.append({"kind": kind, "arch": arch, "file": file, "kernels": kernels, "source_sha256": digest})
             report("PASS", name, f"{len(image)} bytes -> {folder / file}")
         manifest["examples"][example] = entries
+    from . import elementwise  # noqa: PLC0415  # (it imports this module)
+
+    ok = elementwise.prepare(report, manifest, folder) and ok
     manifest["clang"] = _clang_banner()
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     report("PASS", "prepare.manifest", str(folder / MANIFEST))
