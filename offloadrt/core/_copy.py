@@ -45,12 +45,13 @@ def copy(mine: Any, other: Any, queue: Queue | None, into: bool) -> None:
 def settle(buffer: Buffer, queue: Queue | None) -> None:
     """Wait (on the host) for the work given so far to every queue other than ``queue`` that used
     ``buffer`` (launches that received it, copies into or out of it): a read from the host must
-    not overtake it. ``QUEUE_ERROR`` when such a queue failed."""
+    not overtake it. ``QUEUE_ERROR`` when such a queue failed, until that failure was reported
+    (a sync or query of the queue raised it): then the read goes ahead."""
     used = buffer._queues
     if used is None or used is queue:
         return
     for other in (used,) if type(used) is not set else tuple(used):
-        if other is queue:
+        if other is queue or other._error_seen:  # a failure already reported: the data's fate is known
             continue
         if other._handle is not None:
             other.sync()
@@ -75,7 +76,7 @@ def follow(buffer: Buffer, queue: Queue) -> None:
     if used is None or used is queue:
         return
     for other in (used,) if type(used) is not set else tuple(used):
-        if other is queue:
+        if other is queue or other._error_seen:
             continue
         if other._handle is not None:
             event = other.record()

@@ -129,7 +129,7 @@ static void __ol_gpu_barrier(void);
 static void __ol_gpu_yield(void);
 __attribute__((noreturn)) static void __ol_gpu_exit_item(void);
 
-#define __OL_LANE static __attribute__((noinline, unused))
+#define __OL_LANE static __attribute__((noinline, unused, convergent))
 #define __OL_SITE __builtin_return_address(0)
 
 __OL_FN uint32_t __ol_f32_bits(float __x) {

@@ -296,7 +296,7 @@ __OL_RT void __ol_gpu_switch_out(struct __ol_gpu_fiber *f, int state) {
   __ol_gpu_resume(&f->context, &__ol_gpu_thread_scheduler->main);
 }
 
-static void __ol_gpu_barrier(void) {
+__attribute__((convergent)) static void __ol_gpu_barrier(void) {
   struct __ol_gpu_fiber *f = __ol_gpu.fiber;
   if (f)
     __ol_gpu_switch_out(f, __OL_AT_BARRIER);
@@ -407,30 +407,55 @@ static uint64_t __ol_gpu_lane_op(int op, uint64_t mask, uint64_t x, uint32_t idx
 }
 
 /* In each wavefront, give the lanes waiting at the site of its lowest waiting lane their
- * results; returns whether any lane got one. */
-__OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s) {
+ * results (the lanes at that site are the active lanes). __gpu_sync_lane is a convergence
+ * point instead: its lanes go on together once every lane of its mask that has not finished
+ * waits in a __gpu_sync_lane (at any site, as __syncwarp on NVPTX), so lanes that diverged
+ * before it are converged after it. With `force`, sync waits that cannot complete (a lane of the
+ * mask waits elsewhere for something that will not come) are let go: the group never hangs on
+ * them. Returns whether any lane got a result. */
+__OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s, int force) {
   int resolved = 0;
   for (uint32_t start = 0; start < s->count; start += __OFFLOADRT_HOST_LANES) {
     struct __ol_gpu_fiber *base = s->fibers + start;
     uint32_t lanes = s->count - start < __OFFLOADRT_HOST_LANES ? s->count - start : __OFFLOADRT_HOST_LANES;
+    uint64_t present = lanes == 64 ? ~0ull : (1ull << lanes) - 1;
     struct __ol_gpu_fiber *first = 0;
-    uint64_t group = 0;
+    uint64_t group = 0, syncing = 0, live = 0;
     for (uint32_t l = 0; l < lanes; ++l) {
       struct __ol_gpu_fiber *f = base + l;
+      if (f->state != __OL_DONE)
+        live |= 1ull << l;
       if (f->state != __OL_AT_LANE_OP)
         continue;
+      if (f->op == __OL_LANE_SYNC) {
+        syncing |= 1ull << l;
+        continue;
+      }
       if (!first)
         first = f;
       if (f->site == first->site && f->op == first->op)
         group |= 1ull << l;
     }
-    if (!first)
+    if (first) {
+      for (uint64_t m = group; m; m &= m - 1)
+        base[__builtin_ctzll(m)].result = __ol_gpu_lane_result(base, group, base + __builtin_ctzll(m));
+      for (uint64_t m = group; m; m &= m - 1)
+        base[__builtin_ctzll(m)].state = __OL_READY;
+      resolved = 1;
       continue;
-    for (uint64_t m = group; m; m &= m - 1)
-      base[__builtin_ctzll(m)].result = __ol_gpu_lane_result(base, group, base + __builtin_ctzll(m));
-    for (uint64_t m = group; m; m &= m - 1)
+    }
+    uint64_t released = 0;
+    for (uint64_t m = syncing; m; m &= m - 1) {
+      struct __ol_gpu_fiber *f = base + __builtin_ctzll(m);
+      uint64_t needed = f->mask & present & live;
+      if (force || (needed & ~syncing) == 0)
+        released |= 1ull << __builtin_ctzll(m);
+    }
+    for (uint64_t m = released; m; m &= m - 1) {
+      base[__builtin_ctzll(m)].result = 0;
       base[__builtin_ctzll(m)].state = __OL_READY;
-    resolved = 1;
+    }
+    resolved |= released != 0;
   }
   return resolved;
 }
@@ -491,11 +516,16 @@ __OL_RT int __ol_gpu_run_fibers(void (*item)(const void *), const void *args) {
       continue; /* some yielded (__gpu_thread_suspend) */
     if (!waiting)
       return 0;
-    if (__ol_gpu_resolve_lanes(s))
+    if (__ol_gpu_resolve_lanes(s, 0))
       continue;
+    int at_barrier = 0;
     for (i = 0; i < s->count; ++i) /* the barrier: everyone left is waiting at it */
-      if (s->fibers[i].state == __OL_AT_BARRIER)
+      if (s->fibers[i].state == __OL_AT_BARRIER) {
         s->fibers[i].state = __OL_READY;
+        at_barrier = 1;
+      }
+    if (!at_barrier)
+      (void)__ol_gpu_resolve_lanes(s, 1); /* sync waits for lanes that will not come */
   }
 }
 
