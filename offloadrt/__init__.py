@@ -51,6 +51,7 @@ _EAGER = [
 _PYTHON_API = frozenset((
     "Array", "ArrayFlags", "Buffer", "Device", "Event", "Kernel", "MemoryPool", "Program", "Queue", "asarray", "device",
     "devices", "empty", "zeros", "full", "empty_like", "zeros_like", "ascontiguousarray", "elementwise", "reduction",
+    "ElementwiseKernel", "ReductionKernel",
 ))
 
 

@@ -7,11 +7,12 @@ and the layer gives its reference back at interpreter exit, after draining its q
 
 from ._array import Array, ArrayFlags, asarray, ascontiguousarray, empty, empty_like, full, zeros, zeros_like
 from ._device import Device, DeviceProperties, device, devices
+from ._elementwise import ElementwiseKernel, ReductionKernel, elementwise, reduction
 from ._memory import Buffer
 from ._pool import MemoryPool
 from ._program import Kernel, Program
 from ._queue import Event, Queue
 
-__all__ = ["Array", "ArrayFlags", "Buffer", "Device", "DeviceProperties", "Event", "Kernel", "MemoryPool", "Program",
-           "Queue", "asarray", "ascontiguousarray", "device", "devices", "empty", "empty_like", "full", "zeros",
-           "zeros_like"]
+__all__ = ["Array", "ArrayFlags", "Buffer", "Device", "DeviceProperties", "ElementwiseKernel", "Event", "Kernel",
+           "MemoryPool", "Program", "Queue", "ReductionKernel", "asarray", "ascontiguousarray", "device", "devices",
+           "elementwise", "empty", "empty_like", "full", "reduction", "zeros", "zeros_like"]
