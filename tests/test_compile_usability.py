@@ -168,3 +168,69 @@ def test_program_from_source_takes_name_and_cache(host: offloadrt.Device, cache_
     with pytest.raises(OffloadError) as info:
         offloadrt.Program.from_source("host", source)  # type: ignore[arg-type]
     assert info.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+# ---- host builds for this CPU --------------------------------------------------------------------
+
+def _native_only_macro() -> str:
+    """A macro clang defines with -march=native and not without (``__AVX2__`` on most x86-64 machines)."""
+    import subprocess
+
+    clang = _clang.clang().path
+
+    def macros(*flags: str) -> set[str]:
+        shown = subprocess.run([clang, *flags, "-dM", "-E", "-x", "c", "/dev/null"], capture_output=True, text=True,
+                               check=False)
+        return {line.split()[1] for line in shown.stdout.splitlines() if line.startswith("#define ")}
+
+    extra = sorted(macros("-march=native") - macros())
+    preferred = [name for name in ("__AVX2__", "__AVX__", "__SSE4_2__", "__ARM_FEATURE_SVE") if name in extra]
+    if not (preferred or extra):
+        pytest.skip("this CPU gains no macro from -march=native")
+    return (preferred or extra)[0]
+
+
+def _cpu_source(macro: str) -> str:
+    """One kernel whose name says whether the build was for this CPU."""
+    return (f"#include <gpuintrin.h>\n#ifdef {macro}\n__gpu_kernel void native(int *p) {{ *p = 1; }}\n"
+            f"#else\n__gpu_kernel void baseline(int *p) {{ *p = 0; }}\n#endif\n")
+
+
+@needs_clang
+def test_portable_host_builds_are_for_this_cpu_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: -O3 without -march=native (a compute-bound kernel 1.5-2x slower than PoCL's build)."""
+    source = _cpu_source(_native_only_macro())
+    assert set(build(source).kernels) == {"native"}
+    for own in (["-march=x86-64"] if _is_x86() else ["-mcpu=generic"]) + ["-mtune=generic"]:
+        assert set(build(source, [own]).kernels) == {"baseline"}, own  # the user's CPU option wins
+    monkeypatch.setenv("OFFLOADRT_HOST_MARCH", "generic")
+    assert set(build(source).kernels) == {"baseline"}  # the same cache folder: another key
+    monkeypatch.delenv("OFFLOADRT_HOST_MARCH")
+    assert set(build(source).kernels) == {"native"}
+
+
+def _is_x86() -> bool:
+    import platform
+
+    return platform.machine() in ("x86_64", "AMD64", "i686")
+
+
+@needs_clang
+def test_the_cache_keys_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image built on another CPU (a cache folder shared between machines) is not this one's."""
+    from offloadrt.compile import _portable, _portable_host
+
+    clang = _clang.clang()
+    here = _portable_host.native_cpu(clang)
+    assert here is not None and here.split()[0] in _portable.toolchain_identity(Target("host"))
+    source = "#include <gpuintrin.h>\n__gpu_kernel void k(int *p) { *p = 1; }\n"
+    build(source)
+    compiles: list[str] = []
+    real = _portable.compile_portable
+    monkeypatch.setattr(_portable, "compile_portable", lambda *args: compiles.append("compiled") or real(*args))
+    build(source)
+    assert compiles == []  # a hit on this CPU
+    monkeypatch.setattr(_portable_host, "native_cpu", lambda tool: "othercpu 0123456789abcdef")
+    monkeypatch.setattr(_portable, "_identities", {})
+    build(source)
+    assert compiles == ["compiled"]  # the same source on another CPU

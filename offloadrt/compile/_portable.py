@@ -38,11 +38,12 @@ _identities_lock = threading.Lock()  # guards _identities
 
 def toolchain_identity(target: Target) -> str:
     """The compiler (and linker) path and version used for ``target``, and for the host the
-    digest of offloadrt's host headers and wrapper generator: what the cache keys on. Kept per
-    target and environment while the tools are unchanged (a cached compile asks for it each time)."""
+    digest of offloadrt's host headers and wrapper generator and the CPU the build is for: what the
+    cache keys on. Kept per target and environment while the tools are unchanged (a cached compile
+    asks for it each time)."""
     _check_target(target)
     key = (target.kind, target.arch, os.environ.get("OFFLOADRT_CLANG"), os.environ.get("OFFLOADRT_LLD"),
-           os.environ.get("PATH"))
+           os.environ.get("PATH"), os.environ.get(_portable_host.MARCH_ENV))
     with _identities_lock:
         known = _identities.get(key)
     if known is not None and _stamps(known[1]) == known[2]:
@@ -55,7 +56,7 @@ def toolchain_identity(target: Target) -> str:
         parts.append(f"{lld.path}: {lld.banner}")
         files.append(lld.path)
     if target.kind == "host":
-        parts.append(f"host gpuintrin {_headers_digest()}")
+        parts.append(f"host gpuintrin {_headers_digest()} {_portable_host.cpu_identity(clang)}")
     identity = " | ".join(parts)
     with _identities_lock:
         _identities[key] = (identity, tuple(files), _stamps(tuple(files)))
@@ -111,7 +112,8 @@ def compile_portable(source: str, options: Sequence[str], lang: str, target: Tar
     language = LANGS[lang]
     with tempfile.TemporaryDirectory(prefix="offloadrt-portable-") as folder:
         work = Path(folder)
-        analysis = _analysis.analyse(clang, work, source, list(options), language)
+        cpu = _portable_host.march_options(clang, options) if target.kind == "host" else []
+        analysis = _analysis.analyse(clang, work, source, [*cpu, *options], language)  # the build's macros
         if target.kind == "host":
             compiled = _portable_host.build_host(clang, work, source, list(options), language, analysis)
         elif target.kind == "cuda":

@@ -12,11 +12,22 @@ thread, so each group has its own copy. In a pointer or cast the qualifier is dr
 one address space). ``extern __gpu_local T name[];`` becomes ``name`` = the launch's dynamic
 work-group memory. What the rewrite cannot see (such a declaration made by a macro) is a compile
 error, never a silently shared variable.
+
+The build is for the CPU that runs it: ``-march=native`` unless the options name a target CPU
+themselves (``-march=``, ``-mcpu=``, ``-mtune=``: theirs win) or ``$OFFLOADRT_HOST_MARCH`` says
+otherwise (``generic``: clang's default CPU; any other value ``V``: ``-march=V``). The cache keys on
+what ``-march=native`` means here (:func:`cpu_identity`), so an image built for another CPU in a
+shared cache folder is not loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import subprocess
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ErrorCode, OffloadError
@@ -30,10 +41,68 @@ _LOCAL = re.compile(r"__gpu_local\b|\[\[\s*clang::address_space\s*\(\s*3\s*\)\s*
 _ANY_ADDRESS_SPACE = re.compile(r"\baddress_space\s*\(")
 _COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)|\[\[.*?\]\]|\balignas\s*\([^)]*\)")
+MARCH_ENV = "OFFLOADRT_HOST_MARCH"
+_TARGET_CPU_OPTIONS = ("-march=", "-mcpu=", "-mtune=")  # a user's choice of CPU: offloadrt adds none
+_natives: dict[tuple[str, int], str | None] = {}  # (clang, its mtime) -> what -march=native means here
+_natives_lock = threading.Lock()  # guards _natives
 WRAPPER_NAME = "<offloadrt host wrapper>"
 WRAPPER_HINT = ("\nnote: the errors in the <offloadrt host wrapper> are in the code offloadrt generates to call each "
                 "kernel on the host: kernels declared in a namespace or as templates cannot be called from there "
                 "(declare them at file scope; docs/portable-kernels.md)")
+
+
+def host_march() -> str:
+    """The ``-march`` value host builds take by default: ``$OFFLOADRT_HOST_MARCH``, else ``"native"``;
+    ``""`` (for ``generic`` or an empty variable) is none: clang's default CPU."""
+    value = os.environ.get(MARCH_ENV, "native").strip()
+    return "" if value in ("", "generic") else value
+
+
+def march_options(clang: _clang.Tool, options: Sequence[str]) -> list[str]:
+    """The CPU options offloadrt puts before the user's: none when the user names a CPU (``-march=``,
+    ``-mcpu=``, ``-mtune=``), when ``$OFFLOADRT_HOST_MARCH`` is ``generic``, or when clang cannot tell
+    what ``native`` is on this machine; else ``-march=<value>``."""
+    if any(option.startswith(_TARGET_CPU_OPTIONS) for option in options):
+        return []
+    value = host_march()
+    if not value or (value == "native" and native_cpu(clang) is None):
+        return []
+    return [f"-march={value}"]
+
+
+def cpu_identity(clang: _clang.Tool) -> str:
+    """What the default CPU option builds for, for the cache key: the target CPU and a digest of the
+    features ``-march=native`` means to this clang on this machine, or the value named instead."""
+    value = host_march()
+    if value != "native":
+        return f"-march={value or '(clang default)'}"
+    return f"-march=native {native_cpu(clang) or '(unknown to clang: not used)'}"
+
+
+def native_cpu(clang: _clang.Tool) -> str | None:
+    """``<target cpu> <digest of its features>`` that ``-march=native`` means to ``clang`` here, read
+    from the compile command ``clang -march=native -###`` prints (run once per clang binary per
+    process: a few tens of milliseconds); None where clang refuses ``-march=native``."""
+    try:
+        key = (clang.path, os.stat(clang.path).st_mtime_ns)
+    except OSError:
+        return None
+    with _natives_lock:
+        if key in _natives:
+            return _natives[key]
+    try:
+        shown = subprocess.run([clang.path, "-march=native", "-###", "-x", "c", "-c", os.devnull, "-o", os.devnull],
+                               capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None  # not remembered: a passing failure to run clang is not an answer about this CPU
+    cpu = re.search(r'"-target-cpu" "([^"]+)"', shown.stderr)
+    found = None
+    if shown.returncode == 0 and cpu is not None:
+        features = sorted(re.findall(r'"-target-feature" "([^"]+)"', shown.stderr))
+        found = f"{cpu.group(1)} {hashlib.sha256(' '.join(features).encode()).hexdigest()[:16]}"
+    with _natives_lock:
+        _natives[key] = found
+    return found
 
 
 def _mask(text: str) -> str:
@@ -233,8 +302,9 @@ def build_host(clang: _clang.Tool, work: Path, source: str, options: list[str], 
     path.write_text(text)
     driver = ["--driver-mode=g++", "-fno-exceptions"] if language == "c++" else []
     try:
-        log = _clang.run([clang.path, *driver, "-x", language, "-O3", "-fPIC", "-shared", "-Wl,-z,defs",
-                          f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o", str(out),
+        log = _clang.run([clang.path, *driver, "-x", language, "-O3", *march_options(clang, options), "-fPIC",
+                          "-shared", "-Wl,-z,defs", f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o",
+                          str(out),
                           *build_depends(work)],
                          "compiling the portable source for the host")
     except OffloadError as exc:
