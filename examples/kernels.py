@@ -1,8 +1,11 @@
-"""Builds the examples' kernels (``examples/<name>.c``) for a device.
+"""Builds the examples' kernels (``examples/<name>.c``) for a device, with the compilers run by hand.
 
 The host device takes a shared object built with the system C compiler (``cc``); CUDA devices PTX
 and AMD GPUs a code object, both built with clang (version 22 or newer, for ``<gpuintrin.h>``;
-``CLANG`` names another one). Later versions of offloadrt compile sources themselves.
+``CLANG`` names another one). It shows what building an image yourself takes, for
+``Device.load``; offloadrt also compiles sources itself, with its disk cache and the kernels'
+signatures read from the source: ``device.compile(source)`` (docs/kernels.md), as the README's
+examples do. This module is not installed with offloadrt: import it from this folder only.
 """
 
 from __future__ import annotations
