@@ -234,3 +234,36 @@ def test_the_cache_keys_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_portable, "_identities", {})
     build(source)
     assert compiles == ["compiled"]  # the same source on another CPU
+
+
+# ---- portable sources found through the user's own headers (issue 22) -------------------------------
+
+MYLIB = """#pragma once
+#include <gpuintrin.h>
+#include <stdint.h>
+static inline uint32_t global_id(void) { return __gpu_block_id_x() * __gpu_num_threads_x() + __gpu_thread_id_x(); }
+"""
+USES_MYLIB = """#include "mylib.h"
+__gpu_kernel void ids(uint32_t *out) { out[global_id()] = global_id() * 3; }
+"""
+
+
+@needs_clang
+def test_a_source_reaching_gpuintrin_through_its_own_header_is_portable(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: only the first file's text was read, so this went to cc as host C and failed."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "mylib.h").write_text(MYLIB)
+    (tmp_path / "include" / "cxxlib.h").write_text('#include "mylib.h"\nnamespace lib { }\n')
+    monkeypatch.chdir(tmp_path)
+    host = Target("host")
+    assert detect_lang(USES_MYLIB, host, ["-Iinclude"]) == "gpu-c"
+    assert detect_lang('#include "cxxlib.h"\n', host, ["-Iinclude"]) == "gpu-c++"
+    assert detect_lang(USES_MYLIB, host, []) == "c"  # the header is not found without -I: cc says so
+    assert detect_lang('#include "other.h"\n#include <stdio.h>\n', host, ["-Iinclude"]) == "c"
+    device = offloadrt.device("host")
+    program = offloadrt.Program.from_source(device, USES_MYLIB, ["-Iinclude"], cache=False)
+    out = offloadrt.zeros(64, np.uint32, device)
+    with device.queue() as queue:
+        queue.launch(program.kernel("ids"), 2, 32, out)
+    assert out.get().tolist() == [3 * i for i in range(64)]

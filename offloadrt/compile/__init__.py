@@ -165,7 +165,7 @@ def build(source: str, options: Sequence[str] = (), lang: str | None = None, tar
     if not isinstance(target, Target) or target.kind not in NATIVE:
         raise OffloadError(ErrorCode.INVALID_ARGUMENT,
                            f"target is a Target of kind host, cuda or amdgpu, got {target!r}")
-    chosen = detect_lang(source, target) if lang is None else lang
+    chosen = detect_lang(source, target, flags) if lang is None else lang
     _check_lang(chosen, target)
     context = _inputs.context(flags, in_process=chosen in ("cuda", "hip")) if cache else None
     if context is None:  # no cache, or no current directory to resolve relative include options against

@@ -1,7 +1,8 @@
 """Which language a kernel source is in when none is given, and the sources offloadrt does not compile.
 
-A source with ``#include <gpuintrin.h>`` is portable: ``"gpu-c++"`` when it uses C++ (``extern "C"``,
-templates, namespaces, ``::``... outside comments and ``[[...]]`` attribute lists), else ``"gpu-c"``.
+A source that includes ``<gpuintrin.h>`` (itself, or through a header of the user's) is
+portable: ``"gpu-c++"`` when it uses C++ (``extern "C"``, templates, namespaces, ``::``... outside
+comments and ``[[...]]`` attribute lists), else ``"gpu-c"``.
 Any other source is the device's own language (:data:`NATIVE`). OpenCL C (``__kernel void``,
 ``__global`` pointers, ``get_global_id``) is none of these: it is refused with what to write instead,
 rather than handed to ``cc`` or NVRTC to fail on words they do not know.
@@ -9,7 +10,10 @@ rather than handed to ``cc`` or NVRTC to fail on words they do not know.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 
 from ..errors import ErrorCode, OffloadError
 from ._declarations import clean
@@ -33,17 +37,58 @@ OPENCL_ADVICE = ("offloadrt does not compile OpenCL C (__kernel, __global, get_g
                  "barrier(...), and `__gpu_local` for __local variables (docs/portable-kernels.md)")
 
 
-def detect_lang(source: str, target: Target) -> str:
+def detect_lang(source: str, target: Target, options: Sequence[str] = ()) -> str:
     """The language of ``source`` for ``target`` when none is given (see the module's docstring);
-    ``UNSUPPORTED`` for OpenCL C, saying what to write instead."""
-    if "gpuintrin.h" in source and _GPUINTRIN.search(source):
-        if not any(word in source for word in _CXX_WORDS):
-            return "gpu-c"
-        code = _without_attribute_lists(clean(source))  # hints in comments and [[...]] do not count
-        return "gpu-c++" if _CXX_HINTS.search(code) else "gpu-c"
-    if "kernel" in source and is_opencl(source):
-        raise OffloadError(ErrorCode.UNSUPPORTED, f"this source is OpenCL C: {OPENCL_ADVICE}")
-    return NATIVE[target.kind]
+    ``UNSUPPORTED`` for OpenCL C, saying what to write instead.
+
+    ``<gpuintrin.h>`` counts wherever the preprocessor would reach it: in the source, or in a header
+    of the user's that the source includes (``#include "mylib.h"`` found through the include
+    options ``-I``..., relative ones from the current directory, followed header by header), as
+    libc-style code does."""
+    texts: list[str] | None = [source]
+    if "gpuintrin.h" not in source or not _GPUINTRIN.search(source):
+        texts = _through_includes(source, options)
+    if texts is None:
+        if "kernel" in source and is_opencl(source):
+            raise OffloadError(ErrorCode.UNSUPPORTED, f"this source is OpenCL C: {OPENCL_ADVICE}")
+        return NATIVE[target.kind]
+    for text in texts:
+        if any(word in text for word in _CXX_WORDS):
+            code = _without_attribute_lists(clean(text))  # hints in comments and [[...]] do not count
+            if _CXX_HINTS.search(code):
+                return "gpu-c++"
+    return "gpu-c"
+
+
+_INCLUDE_LINE = re.compile(r'^[ \t]*#[ \t]*include\b', re.MULTILINE)
+_HEADERS_READ = 64  # headers of the user's looked into, at most, to find <gpuintrin.h>
+_HEADER_BYTES = 4 << 20
+
+
+def _through_includes(source: str, options: Sequence[str]) -> list[str] | None:
+    """The texts of ``source`` and of the user's headers it includes, when one of those headers
+    includes ``<gpuintrin.h>``; else None. System headers are not looked into (only the folders
+    the include options name, as the compile's cache keys do)."""
+    if "include" not in source or not _INCLUDE_LINE.search(source):
+        return None
+    from . import _inputs
+
+    try:
+        read = _inputs.scan(source, os.getcwd(), options, None).files
+    except (OSError, ValueError):
+        return None
+    texts = [source]
+    found = False
+    for path in read[:_HEADERS_READ]:
+        try:
+            if os.path.getsize(path) > _HEADER_BYTES:
+                continue
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        texts.append(text)
+        found = found or ("gpuintrin.h" in text and bool(_GPUINTRIN.search(text)))
+    return texts if found else None
 
 
 def is_opencl(source: str) -> bool:
