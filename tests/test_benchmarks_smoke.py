@@ -120,3 +120,19 @@ def test_the_elementwise_benchmark_reports_its_rows_or_why_not(tmp_path: Path) -
     assert any("NumPy" in floor for floor in floors) and "numpy.sum" in floors
     assert any("PoCL" in floor for floor in floors) or "PyOpenCL on PoCL rows not measured" in notes
     assert "differs" not in notes  # the results were checked against NumPy
+
+
+def test_the_barrier_benchmark_reports_its_rows_or_why_not(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = run_all("--quick", "--out", str(out), "--only", "barriers", timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((out / "results.json").read_text())["modules"]["bench_barriers"]
+    notes = " ".join(result["notes"])
+    if not result["rows"]:
+        assert "clang" in notes  # no portable compiler: said so
+        return
+    whats = " ".join(entry["what"] for entry in result["rows"])
+    assert "tiled transpose" in whats and "without a barrier" in whats and "tree reduction" in whats
+    floors = [entry["floor_what"] or "" for entry in result["rows"]]
+    assert any("PoCL" in floor for floor in floors) or "PyOpenCL on PoCL rows not measured" in notes
+    assert "differs" not in notes  # every result was checked against NumPy

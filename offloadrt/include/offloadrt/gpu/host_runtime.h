@@ -5,12 +5,16 @@
  *
  * A group runs on the thread that calls the kernel (the host plugin runs each group on one
  * thread). Kernels without barriers or lane operations loop over the items. The others run
- * each item as a fiber with its own stack; the scheduler resumes
- * every runnable fiber in turn until each has finished or waits, then:
+ * each item as a fiber with its own stack. A round resumes every runnable fiber in item order,
+ * each fiber handing the thread straight to the next when it waits or finishes (the group's own
+ * context runs only between rounds); an item starts on its stack when a round first reaches it.
+ * When every fiber has finished or waits:
  *   1. in every wavefront, the lanes waiting in a lane operation at the same call site get
  *      their results together (the lanes at that site are the active lanes);
  *   2. otherwise, when no lane is waiting in a lane operation, the group is at the barrier:
  *      every fiber waiting there continues (finished items count as arrived).
+ * The floating-point environment (MXCSR, x87 control word) is the group's: saved when the group
+ * starts and restored when it ends, not switched with each fiber.
  * Fiber stacks are kept per thread for the next group, and unmapped when the program unloads.
  */
 #ifndef OFFLOADRT_GPU_HOST_RUNTIME_H
@@ -25,13 +29,13 @@
 #define MAP_NORESERVE 0x4000
 #endif
 
-/* Switching between fibers. On x86-64 a few instructions save the callee-saved registers and the
- * floating-point control words on the fiber's own stack and swap stack pointers (no system call);
- * elsewhere ucontext's swapcontext, which also saves the signal mask (a system call per switch). */
+/* Switching between fibers. On x86-64 a few instructions save the callee-saved registers on the
+ * fiber's own stack and swap stack pointers (no system call); elsewhere ucontext's swapcontext,
+ * which also saves the signal mask (a system call per switch). */
 #if defined(__x86_64__) && !defined(__OFFLOADRT_HOST_UCONTEXT)
 #define __OL_ASM_SWITCH 1
 typedef struct {
-  void *sp;
+  void *sp; /* 0: the fiber has not started */
 } __ol_gpu_context;
 
 /* Saves the running context's stack pointer in *save and resumes the one at load. */
@@ -42,14 +46,34 @@ __attribute__((naked, noinline)) static void __ol_gpu_switch(void **__save, void
                    "pushq %r13\n\t"
                    "pushq %r14\n\t"
                    "pushq %r15\n\t"
-                   "subq $8, %rsp\n\t"
-                   "stmxcsr (%rsp)\n\t"
-                   "fnstcw 4(%rsp)\n\t"
                    "movq %rsp, (%rdi)\n\t"
                    "movq %rsi, %rsp\n\t"
-                   "ldmxcsr (%rsp)\n\t"
-                   "fldcw 4(%rsp)\n\t"
-                   "addq $8, %rsp\n\t"
+                   "popq %r15\n\t"
+                   "popq %r14\n\t"
+                   "popq %r13\n\t"
+                   "popq %r12\n\t"
+                   "popq %rbx\n\t"
+                   "popq %rbp\n\t"
+                   "ret\n\t");
+}
+/* Saves the running context's stack pointer in *save and calls entry() on the stack whose top
+ * (16-byte aligned) is `top`; entry never returns. */
+__attribute__((naked, noinline)) static void __ol_gpu_switch_new(void **__save, void *__top, void (*__entry)(void)) {
+  __asm__ volatile("pushq %rbp\n\t"
+                   "pushq %rbx\n\t"
+                   "pushq %r12\n\t"
+                   "pushq %r13\n\t"
+                   "pushq %r14\n\t"
+                   "pushq %r15\n\t"
+                   "movq %rsp, (%rdi)\n\t"
+                   "movq %rsi, %rsp\n\t"
+                   "xorl %ebp, %ebp\n\t"
+                   "callq *%rdx\n\t"
+                   "ud2\n\t");
+}
+/* Resumes the context at load, from a fiber that has finished (nothing to save). */
+__attribute__((naked, noinline, noreturn)) static void __ol_gpu_jump(void *__load) {
+  __asm__ volatile("movq %rdi, %rsp\n\t"
                    "popq %r15\n\t"
                    "popq %r14\n\t"
                    "popq %r13\n\t"
@@ -62,6 +86,7 @@ __attribute__((naked, noinline)) static void __ol_gpu_switch(void **__save, void
 #include <ucontext.h>
 typedef struct {
   ucontext_t uc;
+  int started;
 } __ol_gpu_context;
 #endif
 
@@ -103,6 +128,9 @@ struct __ol_gpu_scheduler {
   uint32_t capacity;    /* fibers (and stacks) mapped */
   uint32_t guarded;     /* of them, the stacks with a guard page (the first ones) */
   uint32_t count;       /* items of the running group */
+  uint32_t at_barrier;  /* fibers waiting at the barrier now */
+  uint32_t at_lane_op;  /* fibers waiting in a lane operation now */
+  uint32_t yielded;     /* fibers that yielded (__gpu_thread_suspend) in this round */
   void (*item)(const void *);
   const void *args;
   struct __ol_gpu_scheduler *next; /* every scheduler of this program, for the unload */
@@ -153,6 +181,13 @@ __OL_RT void __ol_gpu_return_guards(uint32_t n) {
     __atomic_sub_fetch(&b->used, n, __ATOMIC_RELAXED);
 }
 
+/* Bytes between the starts of two fibers' stacks: the guard page, __OFFLOADRT_HOST_STACK bytes and
+ * a page for the colour (see __ol_gpu_stack_top). */
+__OL_RT size_t __ol_gpu_stack_stride(void) {
+  size_t page = 4096;
+  return ((size_t)__OFFLOADRT_HOST_STACK + page - 1) / page * page + 2 * page;
+}
+
 /* The thread's scheduler with room for `count` fibers, or 0 when memory cannot be mapped. */
 __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
   struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
@@ -171,7 +206,7 @@ __OL_RT struct __ol_gpu_scheduler *__ol_gpu_scheduler(uint32_t count) {
     __ol_gpu_thread_scheduler = s;
   }
   if (count > s->capacity) {
-    size_t page = 4096, stack = ((size_t)__OFFLOADRT_HOST_STACK + page - 1) / page * page + page;
+    size_t page = 4096, stack = __ol_gpu_stack_stride();
     size_t fibers_bytes = (size_t)count * sizeof(struct __ol_gpu_fiber);
     size_t stacks_bytes = (size_t)count * stack;
     struct __ol_gpu_fiber *fibers = (struct __ol_gpu_fiber *)__ol_gpu_map(fibers_bytes);
@@ -230,40 +265,66 @@ __attribute__((destructor)) __OL_RT void __ol_gpu_release_schedulers(void) {
 
 static void __ol_gpu_fiber_main(void);
 
-#ifdef __OL_ASM_SWITCH
-__OL_RT void __ol_gpu_resume(__ol_gpu_context *save, __ol_gpu_context *load) {
-  __ol_gpu_switch(&save->sp, load->sp);
+/* The top of fiber i's stack. The stacks are a whole number of pages apart, so at the same offset
+ * in their pages the fibers' hot top lines would all fall in the same cache sets (a few ways for
+ * hundreds of fibers: a miss at every switch); each top is moved down by a colour, a multiple of
+ * 64 bytes under a page, that differs between neighbouring fibers and, together with the page
+ * (i mod 16 in a 64 KiB cache way), between any two of 1024 consecutive fibers. */
+__OL_RT unsigned char *__ol_gpu_stack_top(struct __ol_gpu_scheduler *s, uint32_t i) {
+  size_t colour = (size_t)((i + (i >> 4)) & 63) * 64;
+  return s->stacks + (size_t)(i + 1) * __ol_gpu_stack_stride() - colour;
 }
-/* A new fiber's stack holds what __ol_gpu_switch pops: control words, six registers, and a
- * return address into __ol_gpu_fiber_main (entered with the stack aligned as after a call). */
-__OL_RT void __ol_gpu_prepare(struct __ol_gpu_scheduler *s, __ol_gpu_context *c, unsigned char *stack,
-                              size_t size) {
-  void **sp = (void **)((uintptr_t)(stack + size) & ~(uintptr_t)15);
-  uint32_t words[2];
-  uint16_t control;
-  (void)s;
-  __asm__ volatile("fnstcw %0" : "=m"(control));
-  words[0] = __builtin_ia32_stmxcsr();
-  words[1] = control;
-  *--sp = 0;
-  *--sp = (void *)__ol_gpu_fiber_main;
-  for (int r = 0; r < 6; ++r)
-    *--sp = 0;
-  --sp;
-  __builtin_memcpy(sp, words, sizeof words);
-  c->sp = sp;
+
+/* The first fiber from index i on that is ready to run, or 0. */
+__OL_RT struct __ol_gpu_fiber *__ol_gpu_ready_from(struct __ol_gpu_scheduler *s, uint32_t i) {
+  for (; i < s->count; ++i)
+    if (s->fibers[i].state == __OL_READY)
+      return s->fibers + i;
+  return 0;
 }
-#else
-__OL_RT void __ol_gpu_resume(__ol_gpu_context *save, __ol_gpu_context *load) { swapcontext(&save->uc, &load->uc); }
-__OL_RT void __ol_gpu_prepare(struct __ol_gpu_scheduler *s, __ol_gpu_context *c, unsigned char *stack,
-                              size_t size) {
-  c->uc = s->blank;
-  c->uc.uc_stack.ss_sp = stack;
-  c->uc.uc_stack.ss_size = size;
-  c->uc.uc_link = &s->main.uc;
-  makecontext(&c->uc, __ol_gpu_fiber_main, 0);
+
+#ifndef __OL_ASM_SWITCH
+__OL_RT void __ol_gpu_prepare(struct __ol_gpu_scheduler *s, struct __ol_gpu_fiber *f) {
+  uint32_t i = (uint32_t)(f - s->fibers);
+  size_t size = (size_t)__OFFLOADRT_HOST_STACK;
+  f->context.uc = s->blank;
+  f->context.uc.uc_stack.ss_sp = __ol_gpu_stack_top(s, i) - size;
+  f->context.uc.uc_stack.ss_size = size;
+  f->context.uc.uc_link = 0; /* __ol_gpu_fiber_main never returns */
+  makecontext(&f->context.uc, __ol_gpu_fiber_main, 0);
+  f->context.started = 1;
 }
 #endif
+
+/* Leave the running context (`from`: the group's own, or a fiber; saved there unless `finished`)
+ * for fiber `to` (starting it on its stack if it has not started), or for the group's own context
+ * when `to` is 0. The fiber that runs next sees its ids. */
+__OL_RT void __ol_gpu_transfer(struct __ol_gpu_scheduler *s, __ol_gpu_context *from, struct __ol_gpu_fiber *to,
+                               int finished) {
+  __ol_gpu_context *target = &s->main;
+  __ol_gpu.fiber = to;
+  if (to) {
+    __ol_gpu.tid[0] = to->tid[0];
+    __ol_gpu.tid[1] = to->tid[1];
+    __ol_gpu.tid[2] = to->tid[2];
+    target = &to->context;
+  }
+#ifdef __OL_ASM_SWITCH
+  void *discard;
+  if (target->sp)
+    finished ? __ol_gpu_jump(target->sp) : __ol_gpu_switch(&from->sp, target->sp);
+  else
+    __ol_gpu_switch_new(finished ? &discard : &from->sp, __ol_gpu_stack_top(s, (uint32_t)(to - s->fibers)),
+                        __ol_gpu_fiber_main);
+#else
+  if (to && !to->context.started)
+    __ol_gpu_prepare(s, to);
+  if (finished)
+    setcontext(&target->uc);
+  else
+    swapcontext(&from->uc, &target->uc);
+#endif
+}
 
 /* Start a group: what every item of it sees. */
 __OL_RT void __ol_gpu_begin_group(const ol_host_launch_t *launch) {
@@ -291,9 +352,18 @@ __attribute__((noreturn)) __OL_RT void __ol_gpu_escape(int fault) {
   __builtin_longjmp(__ol_gpu.escape, 1);
 }
 
+/* The running fiber f stops in `state` (waiting, yielded or finished); the next ready fiber of the
+ * round runs, or the group's own context when there is none. */
 __OL_RT void __ol_gpu_switch_out(struct __ol_gpu_fiber *f, int state) {
+  struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
   f->state = state;
-  __ol_gpu_resume(&f->context, &__ol_gpu_thread_scheduler->main);
+  if (state == __OL_AT_BARRIER)
+    ++s->at_barrier;
+  else if (state == __OL_AT_LANE_OP)
+    ++s->at_lane_op;
+  else if (state == __OL_READY)
+    ++s->yielded;
+  __ol_gpu_transfer(s, &f->context, __ol_gpu_ready_from(s, (uint32_t)(f - s->fibers) + 1), state == __OL_DONE);
 }
 
 __attribute__((convergent)) static void __ol_gpu_barrier(void) {
@@ -441,6 +511,7 @@ __OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s, int force) {
         base[__builtin_ctzll(m)].result = __ol_gpu_lane_result(base, group, base + __builtin_ctzll(m));
       for (uint64_t m = group; m; m &= m - 1)
         base[__builtin_ctzll(m)].state = __OL_READY;
+      s->at_lane_op -= (uint32_t)__builtin_popcountll(group);
       resolved = 1;
       continue;
     }
@@ -455,6 +526,7 @@ __OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s, int force) {
       base[__builtin_ctzll(m)].result = 0;
       base[__builtin_ctzll(m)].state = __OL_READY;
     }
+    s->at_lane_op -= (uint32_t)__builtin_popcountll(released);
     resolved |= released != 0;
   }
   return resolved;
@@ -463,13 +535,8 @@ __OL_RT int __ol_gpu_resolve_lanes(struct __ol_gpu_scheduler *s, int force) {
 static void __ol_gpu_fiber_main(void) {
   struct __ol_gpu_scheduler *s = __ol_gpu_thread_scheduler;
   s->item(s->args);
-  struct __ol_gpu_fiber *f = __ol_gpu.fiber;
-  f->state = __OL_DONE;
-#ifdef __OL_ASM_SWITCH
-  __ol_gpu_resume(&f->context, &s->main); /* never resumed */
+  __ol_gpu_switch_out(__ol_gpu.fiber, __OL_DONE); /* never resumed */
   __builtin_unreachable();
-#endif
-  /* ucontext: returns to s->main through uc_link */
 }
 
 /* Run the group's items as fibers: item(args) once per item. */
@@ -479,54 +546,58 @@ __OL_RT int __ol_gpu_run_fibers(void (*item)(const void *), const void *args) {
   struct __ol_gpu_scheduler *s = count <= 0xffffffffu ? __ol_gpu_scheduler((uint32_t)count) : 0;
   if (!s)
     return OL_GPU_FAULT_NO_STACKS;
-  size_t page = 4096, stack = ((size_t)__OFFLOADRT_HOST_STACK + page - 1) / page * page + page;
   s->count = (uint32_t)count;
   s->item = item;
   s->args = args;
+  s->at_barrier = s->at_lane_op = 0;
   uint32_t i = 0;
   for (uint32_t z = 0; z < nz; ++z)
     for (uint32_t y = 0; y < ny; ++y)
       for (uint32_t x = 0; x < nx; ++x, ++i) {
         struct __ol_gpu_fiber *f = s->fibers + i;
-        __ol_gpu_prepare(s, &f->context, s->stacks + (size_t)i * stack + page, stack - page);
+#ifdef __OL_ASM_SWITCH
+        f->context.sp = 0;
+#else
+        f->context.started = 0;
+#endif
         f->tid[0] = x;
         f->tid[1] = y;
         f->tid[2] = z;
         f->lane = i & (__OFFLOADRT_HOST_LANES - 1);
         f->state = __OL_READY;
       }
+#ifdef __OL_ASM_SWITCH
+  /* The group's floating-point environment, given back when it ends (the fibers do not switch it). */
+  uint32_t mxcsr = __builtin_ia32_stmxcsr();
+  uint16_t control;
+  __asm__ volatile("fnstcw %0" : "=m"(control));
+#endif
   for (;;) {
-    int ready = 0, waiting = 0;
-    for (i = 0; i < s->count; ++i) {
-      struct __ol_gpu_fiber *f = s->fibers + i;
-      if (f->state != __OL_READY)
-        continue;
-      __ol_gpu.fiber = f;
-      __ol_gpu.tid[0] = f->tid[0];
-      __ol_gpu.tid[1] = f->tid[1];
-      __ol_gpu.tid[2] = f->tid[2];
-      __ol_gpu_resume(&s->main, &f->context);
-    }
+    struct __ol_gpu_fiber *first = __ol_gpu_ready_from(s, 0);
+    s->yielded = 0;
+    if (first) /* the round: each fiber hands over to the next, the last one back here */
+      __ol_gpu_transfer(s, &s->main, first, 0);
     __ol_gpu.fiber = 0;
-    for (i = 0; i < s->count; ++i) {
-      ready |= s->fibers[i].state == __OL_READY;
-      waiting |= s->fibers[i].state == __OL_AT_BARRIER || s->fibers[i].state == __OL_AT_LANE_OP;
-    }
-    if (ready)
+    if (s->yielded)
       continue; /* some yielded (__gpu_thread_suspend) */
-    if (!waiting)
-      return 0;
-    if (__ol_gpu_resolve_lanes(s, 0))
+    if (!s->at_barrier && !s->at_lane_op)
+      break;
+    if (s->at_lane_op && __ol_gpu_resolve_lanes(s, 0))
       continue;
-    int at_barrier = 0;
-    for (i = 0; i < s->count; ++i) /* the barrier: everyone left is waiting at it */
-      if (s->fibers[i].state == __OL_AT_BARRIER) {
-        s->fibers[i].state = __OL_READY;
-        at_barrier = 1;
-      }
-    if (!at_barrier)
+    if (s->at_barrier) { /* the barrier: everyone left is waiting at it */
+      for (i = 0; i < s->count; ++i)
+        if (s->fibers[i].state == __OL_AT_BARRIER)
+          s->fibers[i].state = __OL_READY;
+      s->at_barrier = 0;
+    } else {
       (void)__ol_gpu_resolve_lanes(s, 1); /* sync waits for lanes that will not come */
+    }
   }
+#ifdef __OL_ASM_SWITCH
+  __builtin_ia32_ldmxcsr(mxcsr);
+  __asm__ volatile("fldcw %0" : : "m"(control));
+#endif
+  return 0;
 }
 
 #endif /* OFFLOADRT_GPU_HOST_RUNTIME_H */
