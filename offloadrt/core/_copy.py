@@ -224,7 +224,7 @@ def _runs(array: Any) -> tuple[int, np.ndarray]:
 
 def _host_view(array: Any) -> np.ndarray:
     """A NumPy view of a host-reachable array, with its strides (kept open while the view lives)."""
-    from ._array import _extent
+    from ._layout import _extent
 
     low, high = _extent(array._offset, array.shape, array.strides, array.dtype.itemsize)
     keeper = _hostmem.keeper(array._buf, low, high - low)
@@ -297,7 +297,7 @@ def _strided(dst: Any, src: Any, queue: Queue | None) -> None:
 def _read_device(array: Any, queue: Queue | None) -> np.ndarray:
     """The elements of a strided array the host cannot reach: its byte range copied to the host, and
     the elements picked from there."""
-    from ._array import _extent
+    from ._layout import _extent
 
     low, high = _extent(array._offset, array.shape, array.strides, array.dtype.itemsize)
     stage = np.empty(high - low, np.uint8)
