@@ -220,3 +220,33 @@ def test_unmapped_raw_addresses_are_refused_before_the_copy() -> None:
     assert "to read-only refused:" in out and "is not writable" in out, out
     assert "straddling refused:" in out and "no memory mapped" in out, out
     assert f"own memory {float(sum(range(1024)))}" in out, out
+
+
+def test_a_view_of_a_global_variable_keeps_its_programs_code_loaded() -> None:
+    """A host program closed (or unloaded by the shutdown) while a NumPy view of one of its global
+    variables exists stays loaded until the view is gone (before: the view read unmapped memory)."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import gc
+        import numpy as np
+        import offloadrt
+        from offloadrt.core import _hostmem, _runtime
+        device = offloadrt.device("host")
+        program = device.compile("#include <offloadrt/host_kernel.h>\\n"
+                                 "OL_HOST_EXPORT int table[1 << 20];\\n"
+                                 "OL_HOST_KERNEL k(const void *a, const ol_host_launch_t *l) "
+                                 "{ (void)a; (void)l; table[5] = 7; return 0; }\\n"
+                                 "OL_HOST_KERNEL_NO_ARGS(k);\\n")
+        with device.queue() as queue:
+            queue.launch(program.kernel("k"), 1, 1)
+        view = np.frombuffer(np.asarray(program.global_var("table")), np.int32)
+        program.close()
+        assert view[5] == 7
+        _runtime.shutdown()
+        view[6] = 1
+        assert view[:8].tolist() == [0, 0, 0, 0, 0, 7, 1, 0]
+        del view
+        gc.collect()
+        assert not _hostmem._held_images
+        print("ok")
+        """)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -45,10 +45,26 @@ _exported: set[Buffer] = set()  # buffers with at least one export (guarded by _
 _orphans: dict[int, tuple[int, Callable[[int], None]]] = {}  # id(buffer) -> (block, free)
 
 
+_held_images: dict[int, Any] = {}  # id(buffer) -> the loaded image a global variable's export holds
+
+
 def export(buffer: Buffer) -> None:
     with _exports_lock:
         buffer._exports += 1
         _exported.add(buffer)
+        if buffer._exports == 1 and buffer._home.pool is None:
+            image = _loaded_image(buffer)
+            if image is not None:  # a global variable: its program's code stays loaded while viewed
+                image.hold()
+                _held_images[id(buffer)] = image
+
+
+def _loaded_image(buffer: Buffer) -> Any:
+    """The loaded host image that owns a global-variable buffer's memory, where it can be held
+    (host programs unload their shared object once the last hold is released)."""
+    handle = getattr(buffer._home.owner, "_handle", None)
+    image = getattr(handle, "_image", None)
+    return image if hasattr(image, "hold") and hasattr(image, "release") else None
 
 
 def unexport(buffer: Buffer) -> None:
@@ -58,12 +74,16 @@ def unexport(buffer: Buffer) -> None:
         buffer._exports -= 1
         ptr = None
         orphan = None
+        held = None
         if buffer._exports == 0:
             _exported.discard(buffer)
+            held = _held_images.pop(id(buffer), None)
             orphan = _orphans.pop(id(buffer), None)
             ptr = getattr(buffer, "_closed_ptr", None)
             if ptr is not None:
                 buffer._closed_ptr = None
+    if held is not None:
+        held.release()
     if orphan is not None:
         orphan[1](orphan[0])
     elif ptr is not None:
