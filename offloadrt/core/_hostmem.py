@@ -9,6 +9,7 @@ view is gone, so a view never reads memory that was handed out again or freed.
 from __future__ import annotations
 
 import ctypes
+import gc
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -99,6 +100,8 @@ def keep_exported(devices: Iterable[Device]) -> list[Buffer]:
     context) stays the runtime's: those buffers are returned, for a warning."""
     from .. import api
 
+    if _exported:
+        gc.collect()  # exports only garbage cycles still hold (a frame kept by a traceback) end first
     mine = set(devices)
     lost: list[Buffer] = []
     with _exports_lock:
