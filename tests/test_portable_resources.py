@@ -31,6 +31,7 @@ def _clang_missing() -> str:
 
 needs_clang = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
 
+FIBERS = "-D__OFFLOADRT_HOST_FIBERS"  # these tests are about fiber stacks: a simple barrier kernel would take regions
 BARRIER = """#include <gpuintrin.h>
 __gpu_kernel void k(int *p) {
   static __gpu_local int s[1];
@@ -72,7 +73,7 @@ def test_many_programs_with_big_barrier_groups_share_one_guard_budget() -> None:
         before = mappings()
         programs = []
         for n in range(5):
-            program = device.compile(SOURCE.replace("VALUE", str(n + 1)), lang="gpu-c")
+            program = device.compile(SOURCE.replace("VALUE", str(n + 1)), ["-D__OFFLOADRT_HOST_FIBERS"], lang="gpu-c")
             out = offloadrt.empty(8192, np.int32, device)
             with device.queue() as queue:
                 queue.launch(program.kernel("k"), 1, 8192, out)
@@ -96,7 +97,7 @@ def test_an_unloaded_program_gives_its_guard_pages_back() -> None:
     _runtime.shutdown()
     try:
         device = offloadrt.device("host")
-        program = device.compile(BARRIER.replace("VALUE", "9"), lang="gpu-c")
+        program = device.compile(BARRIER.replace("VALUE", "9"), [FIBERS], lang="gpu-c")
         before = host_image.guard_budget().used
         out = offloadrt.empty(300, np.int32, device)
         with device.queue() as queue:
@@ -117,10 +118,11 @@ EXHAUST = f"""
     from offloadrt import ErrorCode, OffloadError
     SOURCE = {BARRIER!r}
     device = offloadrt.device("host")
-    program = device.compile(SOURCE.replace("VALUE", "7"), lang="gpu-c")
+    program = device.compile(SOURCE.replace("VALUE", "7"), ["-D__OFFLOADRT_HOST_FIBERS"], lang="gpu-c")
     from offloadrt.compile import _portable
     from offloadrt.compile._types import Target
-    other = _portable.compile_portable(SOURCE.replace("VALUE", "8"), [], "gpu-c", Target("host"))
+    other = _portable.compile_portable(SOURCE.replace("VALUE", "8"), ["-D__OFFLOADRT_HOST_FIBERS"], "gpu-c",
+                                       Target("host"))
     offloadrt.Program._from_compiled(device, other).close()  # checked now; loaded again below
     out = offloadrt.empty(4096, np.int32, device)
     queue = device.queue()

@@ -16,6 +16,7 @@ run as a loop stops the kernel with a fault rather than computing a wrong result
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ FIBER_CALLS = frozenset({
 })
 _NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "alignof", "_Alignof", "decltype",
                   "__typeof__", "typeof", "defined", "__attribute__", "noexcept"}
+Node = dict[str, Any]  # a node of clang's JSON syntax tree (-ast-dump=json)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _TRAILER = re.compile(r"(?:\s|const\b|volatile\b|noexcept\b|override\b|final\b|&|->\s*[\w:<>*& ]+)*$")
 
@@ -137,3 +139,93 @@ def build_depends(work: Path) -> list[str]:
     ``analysis.d``)."""
     return ["-MD", "-MF", str(work / "build.d")]
 
+
+
+# Reading clang's JSON syntax tree (``-Xclang -ast-dump=json``), for the host's work-group regions.
+
+class AstError(Exception):
+    """A node the reader cannot place (a location inside a macro expansion)."""
+
+
+def children(node: Node) -> list[Node]:
+    return [child for child in node.get("inner", ()) if child]
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """``node`` and every node under it, depth first in source order (no recursion: trees can be deep)."""
+    todo = [node]
+    while todo:
+        item = todo.pop()
+        yield item
+        todo += reversed(children(item))
+
+
+def begin(node: Node) -> int:
+    where = node["range"]["begin"]
+    if "offset" not in where:
+        raise AstError("a statement comes from a macro expansion")
+    return int(where["offset"])
+
+
+def end(node: Node) -> int:
+    where = node["range"]["end"]
+    if "offset" not in where:
+        raise AstError("a statement comes from a macro expansion")
+    return int(where["offset"]) + int(where.get("tokLen", 0))
+
+
+def kernel_definitions(ast: Node, names: set[str]) -> dict[str, Node]:
+    """The definitions (with a body) of the named functions at file scope (or in ``extern "C"``)."""
+    found: dict[str, Node] = {}
+    todo = list(children(ast))
+    while todo:
+        node = todo.pop()
+        if node.get("kind") == "LinkageSpecDecl":
+            todo += children(node)
+        elif node.get("kind") == "FunctionDecl" and node.get("name") in names and any(
+                child.get("kind") == "CompoundStmt" for child in children(node)):
+            found[node["name"]] = node
+    return found
+
+
+def callee(node: Node) -> str | None:
+    """The name of the function a CallExpr calls directly, else None."""
+    inner = children(node)
+    target = inner[0] if inner else {}
+    while target.get("kind") in ("ImplicitCastExpr", "ParenExpr"):
+        target = (children(target) or [{}])[0]
+    if target.get("kind") == "DeclRefExpr" and target.get("referencedDecl", {}).get("kind") == "FunctionDecl":
+        return str(target["referencedDecl"]["name"])
+    return None
+
+
+def stored_variable(node: Node) -> str | None:
+    """The variable a written lvalue expression stores into (its own storage, not through a pointer)."""
+    while True:
+        kind = node.get("kind")
+        if kind == "DeclRefExpr":
+            return str(node["referencedDecl"]["id"])
+        if kind in ("ParenExpr",) or (kind == "MemberExpr" and not node.get("isArrow")) or (
+                kind == "ImplicitCastExpr" and node.get("castKind") in ("ArrayToPointerDecay", "NoOp")):
+            node = (children(node) or [{}])[0]
+        elif kind == "ArraySubscriptExpr":
+            inner = children(node)
+            roots = [stored_variable(child) for child in inner]
+            return next((root for root in roots if root), None)
+        else:
+            return None
+
+
+def written(node: Node) -> dict[str, list[int]]:
+    """Variable id -> offsets of the assignments, increments or address-takings of it under ``node``."""
+    found: dict[str, list[int]] = {}
+    for item in walk(node):
+        kind, target = item.get("kind"), None
+        if (kind == "BinaryOperator" and item.get("opcode") == "=") or kind == "CompoundAssignOperator":
+            target = children(item)[0]
+        elif kind == "UnaryOperator" and item.get("opcode") in ("++", "--", "&"):
+            target = children(item)[0]
+        root = stored_variable(target) if target else None
+        if root:
+            found.setdefault(root, []).append(begin(item))
+    return found

@@ -63,12 +63,20 @@ def toolchain_identity(target: Target) -> str:
     return identity
 
 
+# The modules whose code shapes a host image (the wrapper, the work-group regions, the analysis):
+# their text is keyed too, so a change to the generator never reuses an image it made before.
+GENERATOR_MODULES = ("_portable.py", "_portable_host.py", "_regions.py", "_analysis.py")
+
+
 @functools.lru_cache(maxsize=1)
 def _headers_digest() -> str:
     """offloadrt's host headers and wrapper generator (read once: they are the package's own files)."""
     digest = hashlib.sha256(str(GENERATOR).encode())
     for header in sorted(GPU_INCLUDE.glob("*.h")) + [INCLUDE / "offloadrt" / "host_kernel.h"]:
         digest.update(header.read_bytes())
+    here = Path(__file__).resolve().parent
+    for module in GENERATOR_MODULES:
+        digest.update(module.encode() + b"\0" + (here / module).read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -23,6 +23,7 @@ shared cache folder is not loaded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ErrorCode, OffloadError
-from . import _clang
+from . import _clang, _regions
 from ._analysis import GPU_INCLUDE, INCLUDE, SOURCE_NAME, Analysis, build_depends, needs_fibers, reaches
 from ._declarations import KernelDecl, clean
 from ._types import Compiled
@@ -42,6 +43,10 @@ _ANY_ADDRESS_SPACE = re.compile(r"\baddress_space\s*\(")
 _COMMENT_OR_LITERAL = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)|\[\[.*?\]\]|\balignas\s*\([^)]*\)")
 MARCH_ENV = "OFFLOADRT_HOST_MARCH"
+FIBERS_OPTION = "-D__OFFLOADRT_HOST_FIBERS"  # every barrier kernel runs as fibers (no work-group regions)
+_PREPROCESSED = {"c": "cpp-output", "c++": "c++-cpp-output"}
+_INCLUDE_OPTIONS = ("-I", "-isystem", "-iquote", "-idirafter")
+_NO_REGIONS_OPTIONS = ("-include", "-imacros", "--include", "-E", "-M", "-save-temps", "-x")  # .i builds differ
 _TARGET_CPU_OPTIONS = ("-march=", "-mcpu=", "-mtune=")  # a user's choice of CPU: offloadrt adds none
 _natives: dict[tuple[str, int], str | None] = {}  # (clang, its mtime) -> what -march=native means here
 _natives_lock = threading.Lock()  # guards _natives
@@ -233,7 +238,7 @@ def _wrapper(analysis: Analysis, cxx: bool) -> str:
         fibers = needs_fibers(name, analysis.graph)
         pointer = f"const {args_type} *__a" if params else "const void *__a"
         if fibers:
-            out += [f"static void __ol_item_{name}(const void *__p) {{",
+            out += [f"static __attribute__((unused)) void __ol_item_{name}(const void *__p) {{",
                     f"  {pointer} = ({'const ' + args_type + ' *' if params else 'const void *'})__p;",
                     "  (void)__a;",
                     f"  {name}({call_args});",
@@ -301,15 +306,94 @@ def build_host(clang: _clang.Tool, work: Path, source: str, options: list[str], 
     path, out = work / f"host_{SOURCE_NAME[language]}", work / "kernel.so"
     path.write_text(text)
     driver = ["--driver-mode=g++", "-fno-exceptions"] if language == "c++" else []
+    flags = ["-O3", *march_options(clang, options), "-fPIC"]
+    includes = [f"-I{GPU_INCLUDE}", f"-I{INCLUDE}"]
+    log = None
+    regions, _ = _with_regions(clang, work, path, [clang.path, *driver, "-x", language, *flags, *includes, *options],
+                               analysis, language, options)
+    if regions is not None:  # the region path's code is offloadrt's: if it fails to build, fibers
+        try:
+            log = _clang.run([clang.path, *driver, "-x", _PREPROCESSED[language], *flags, "-shared", "-Wl,-z,defs",
+                              *_compile_options(options), str(regions), "-o", str(out)],
+                             "compiling the portable source for the host")
+        except OffloadError:
+            log = None
+    if log is None:
+        log = _build([clang.path, *driver, "-x", language, *flags, "-shared", "-Wl,-z,defs", *includes, *options],
+                     path, out, work)
+    kernels = {kernel.name: analysis.signatures[kernel.name] for kernel in analysis.info.kernels}
+    return Compiled(out.read_bytes(), kernels, {}, log)
+
+
+def _build(command: list[str], path: Path, out: Path, work: Path) -> str:
     try:
-        log = _clang.run([clang.path, *driver, "-x", language, "-O3", *march_options(clang, options), "-fPIC",
-                          "-shared", "-Wl,-z,defs", f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options, str(path), "-o",
-                          str(out),
-                          *build_depends(work)],
-                         "compiling the portable source for the host")
+        return _clang.run([*command, str(path), "-o", str(out), *build_depends(work)],
+                          "compiling the portable source for the host")
     except OffloadError as exc:
         if exc.code == ErrorCode.COMPILE_FAILURE and f"{WRAPPER_NAME}:" in exc.details:
             raise OffloadError(ErrorCode.COMPILE_FAILURE, exc.details + WRAPPER_HINT) from None
         raise
-    kernels = {kernel.name: analysis.signatures[kernel.name] for kernel in analysis.info.kernels}
-    return Compiled(out.read_bytes(), kernels, {}, log)
+
+
+def _compile_options(options: Sequence[str]) -> list[str]:
+    """The options without the include folders (clang warns that they are unused on preprocessed input)."""
+    kept: list[str] = []
+    skip = False
+    for option in options:
+        if skip:
+            skip = False
+        elif option in _INCLUDE_OPTIONS:
+            skip = True
+        elif not option.startswith(_INCLUDE_OPTIONS):
+            kept.append(option)
+    return kept
+
+
+def _with_regions(clang: _clang.Tool, work: Path, path: Path, command: list[str], analysis: Analysis,
+                  language: str, options: Sequence[str]) -> tuple[Path | None, dict[str, str]]:
+    """The translation unit at ``path`` preprocessed by ``command`` (the build's, writing the build's
+    ``-MD`` file), with the eligible barrier kernels run as work-group regions (_regions.py), and each
+    fiber kernel's path; None for the file where no kernel takes that path."""
+    fibers = {kernel.name: len(kernel.params or ()) for kernel in analysis.info.kernels
+              if needs_fibers(kernel.name, analysis.graph)}
+    if not fibers or FIBERS_OPTION in options or any(option.startswith(_NO_REGIONS_OPTIONS) for option in options):
+        return None, {name: "fibers" for name in fibers}
+    preprocessed = work / "host_regions.i"
+    try:
+        _clang.run([*command, "-E", str(path), "-o", str(preprocessed), *build_depends(work)],
+                   "preprocessing the portable source for the host")
+        at = command.index("-x")
+        shown = subprocess.run([*command[:at], "-x", _PREPROCESSED[language], *_compile_options(command[at + 2:]),
+                                "-fsyntax-only", "-Xclang", "-ast-dump=json", str(preprocessed)],
+                               capture_output=True, text=True, timeout=300, check=False)
+        ast = json.loads(shown.stdout) if shown.returncode == 0 else None
+    except (OffloadError, OSError, subprocess.SubprocessError, ValueError, RecursionError):
+        ast = None
+    if not isinstance(ast, dict):
+        return None, {name: "fibers: the source's syntax tree could not be read" for name in fibers}
+    text, paths = _regions.rewrite(preprocessed.read_text(errors="replace"), ast, fibers, analysis.graph,
+                                   language == "c++")
+    if all(path != "regions" for path in paths.values()):
+        return None, paths
+    preprocessed.write_text(text)
+    return preprocessed, paths
+
+
+def kernel_paths(source: str, lang: str = "gpu-c", options: Sequence[str] = ()) -> dict[str, str]:
+    """How the host runs each kernel of a portable source: ``"loop"``, ``"regions"``, or ``"fibers"``
+    (``"fibers: <why not regions>"``), as :func:`build_host` would build it (nothing is built)."""
+    import tempfile
+
+    from . import _analysis
+    language = {"gpu-c": "c", "gpu-c++": "c++"}[lang]
+    clang = _clang.clang()
+    with tempfile.TemporaryDirectory(prefix="offloadrt-portable-") as folder:
+        work = Path(folder)
+        analysis = _analysis.analyse(clang, work, source, [*march_options(clang, options), *options], language)
+        path = work / f"host_{SOURCE_NAME[language]}"
+        path.write_text(host_source(source, analysis, language))
+        driver = ["--driver-mode=g++", "-fno-exceptions"] if language == "c++" else []
+        command = [clang.path, *driver, "-x", language, "-O3", *march_options(clang, options), "-fPIC",
+                   f"-I{GPU_INCLUDE}", f"-I{INCLUDE}", *options]
+        _, paths = _with_regions(clang, work, path, command, analysis, language, options)
+    return {kernel.name: paths.get(kernel.name, "loop") for kernel in analysis.info.kernels}

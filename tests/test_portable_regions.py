@@ -1,0 +1,303 @@
+"""Barrier kernels run as work-group regions on the host (loops over the items between barriers,
+offloadrt/compile/_regions.py) instead of fibers: which kernels take that path, and that every
+eligible kernel here, in tests/test_portable_barriers.py and in tests/kernels/portable/features.c
+gives bit-identical results on the region path and on the fiber path (``-D__OFFLOADRT_HOST_FIBERS``),
+over group shapes from Hypothesis. Needs clang 20 or later; skips with the reason without it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from elftools.elf.elffile import ELFFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_portable_barriers import SOURCE as BARRIERS
+
+import offloadrt
+from offloadrt import OffloadError
+from offloadrt.compile import _clang, _portable, _portable_host
+from offloadrt.compile._types import Target
+from offloadrt.core import _runtime
+
+
+def _clang_missing() -> str:
+    try:
+        _clang.clang()
+    except OffloadError as exc:
+        return f"portable kernels need clang >= 20: {exc.details}"
+    return ""
+
+
+pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
+
+FEATURES = (Path(__file__).parent / "kernels" / "portable" / "features.c").read_text()
+FIBERS = [_portable_host.FIBERS_OPTION]
+
+ELIGIBLE = r"""#include <gpuintrin.h>
+#include <stdint.h>
+#include <stddef.h>
+
+static inline uint32_t flat_id(void) {
+  return __gpu_thread_id_x() + __gpu_num_threads_x() * (__gpu_thread_id_y() + __gpu_num_threads_y() *
+                                                        __gpu_thread_id_z());
+}
+
+/* a tree sum whose induction variable is declared before the loop (any group size up to 1024) */
+__gpu_kernel void tree_before(const float *x, float *sums) {
+  static __gpu_local float part[1024];
+  uint32_t t = flat_id();
+  const uint32_t n = __gpu_num_threads_x() * __gpu_num_threads_y() * __gpu_num_threads_z();
+  part[t] = x[__gpu_block_id_x() * n + t];
+  uint32_t s;
+  for (s = __gpu_num_threads_x() * __gpu_num_threads_y() * __gpu_num_threads_z(); s > 1; s = (s + 1) / 2) {
+    __gpu_sync_threads();
+    uint32_t h = (s + 1) / 2;
+    if (t < h && t + h < s)
+      part[t] += part[t + h];
+  }
+  if (t == 0)
+    sums[__gpu_block_id_x()] = part[0] + (float)s;
+}
+
+/* a tree sum over x with the induction variable in the loop's header, halving a power of two */
+__gpu_kernel void tree_halves(const float *x, float *sums, uint32_t width) {
+  static __gpu_local float part[1024];
+  uint32_t t = __gpu_thread_id_x();
+  float acc = 0.0f;
+  for (uint32_t i = t; i < width; i += __gpu_num_threads_x())
+    acc += x[__gpu_block_id_x() * width + i];
+  part[t] = acc;
+  for (uint32_t s = width / 2; s > 0; s >>= 1) {
+    __gpu_sync_threads();
+    if (t < s && t + s < __gpu_num_threads_x())
+      part[t] += part[t + s];
+  }
+  if (t == 0)
+    sums[__gpu_block_id_x()] = part[0];
+}
+
+/* items from `live` on return before the first barrier, odd ones after it; three barriers */
+__gpu_kernel void early_return(const int32_t *in, int32_t *out, uint32_t live) {
+  static __gpu_local int32_t seen[1024];
+  uint32_t t = flat_id();
+  uint32_t n = __gpu_num_threads_x() * __gpu_num_threads_y() * __gpu_num_threads_z();
+  size_t base = (size_t)__gpu_block_id_x() * n;
+  out[base + t] = -1;
+  if (t >= live)
+    return;
+  seen[t] = in[base + t] * 3;
+  __gpu_sync_threads();
+  int32_t mine = seen[(t + 1) % live], pair[2];
+  pair[0] = mine;
+  pair[1] = (int32_t)t;
+  if (t % 2) {
+    out[base + t] = mine;
+    return;
+  }
+  __gpu_sync_threads();
+  seen[t] = pair[0] + pair[1];
+  __gpu_sync_threads();
+  out[base + t] = seen[(t + 2) % live] * 7 + mine;
+}
+"""
+
+INELIGIBLE = r"""#include <gpuintrin.h>
+#include <stdint.h>
+
+__gpu_kernel void in_if(int32_t *out) {
+  if (__gpu_thread_id_x() < 1000)
+    __gpu_sync_threads();
+  out[__gpu_thread_id_x()] = 1;
+}
+
+static void wait_here(void) { __gpu_sync_threads(); }
+
+__gpu_kernel void through_call(int32_t *out) {
+  wait_here();
+  out[__gpu_thread_id_x()] = 1;
+}
+
+__gpu_kernel void item_bound(int32_t *out) {
+  for (uint32_t i = 0; i < __gpu_thread_id_x(); ++i) {
+    __gpu_sync_threads();
+  }
+  out[__gpu_thread_id_x()] = 1;
+}
+
+__gpu_kernel void with_lane_op(uint32_t *out) {
+  __gpu_sync_threads();
+  out[__gpu_thread_id_x()] = __gpu_lane_sum_u32(__gpu_lane_mask(), 1);
+}
+
+__gpu_kernel void with_goto(int32_t *out) {
+  uint32_t t = __gpu_thread_id_x();
+  if (t == 0)
+    goto skip;
+  out[t] = 2;
+skip:
+  __gpu_sync_threads();
+  out[t] += 1;
+}
+
+__gpu_kernel void breaks_out(int32_t *out, uint32_t rounds) {
+  uint32_t t = __gpu_thread_id_x();
+  for (uint32_t r = 0; r < rounds; ++r) {
+    __gpu_sync_threads();
+    if (t == r)
+      break;
+  }
+  out[t] = 1;
+}
+
+__gpu_kernel void writes_parameter(int32_t *out, uint32_t n) {
+  n += __gpu_thread_id_x();
+  __gpu_sync_threads();
+  out[__gpu_thread_id_x()] = (int32_t)n;
+}
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def layer() -> Iterator[None]:
+    """The Python layer's runtime for this module only."""
+    _runtime.shutdown()
+    yield
+    _runtime.shutdown()
+
+
+def symbols(source: str, options: list[str], lang: str = "gpu-c") -> set[str]:
+    image = _portable.compile_portable(source, options, lang, Target("host")).image
+    table = ELFFile(io.BytesIO(image)).get_section_by_name(".symtab")
+    return {symbol.name for symbol in table.iter_symbols()} if table else set()
+
+
+def test_the_eligible_kernels_take_the_region_path() -> None:
+    for lang in ("gpu-c", "gpu-c++"):
+        assert _portable_host.kernel_paths(ELIGIBLE, lang) == {name: "regions" for name in
+                                                               ("tree_before", "tree_halves", "early_return")}
+    paths = _portable_host.kernel_paths(BARRIERS)
+    assert {name for name, path in paths.items() if path == "regions"} == {"transpose_tiled", "rotate"}
+    features = _portable_host.kernel_paths(FEATURES)
+    assert features["group_sum"] == features["reverse"] == "regions"
+    assert features["scale"] == "loop" and features["lanes"].startswith("fibers")
+
+
+def test_kernels_outside_the_class_stay_on_fibers() -> None:
+    paths = _portable_host.kernel_paths(INELIGIBLE)
+    assert set(paths) == {"in_if", "through_call", "item_bound", "with_lane_op", "with_goto", "breaks_out",
+                          "writes_parameter"}
+    assert all(path.startswith("fibers: ") for path in paths.values()), paths
+    assert "not a top-level statement" in paths["in_if"]
+    assert "wait_here" in paths["through_call"]
+    assert "may differ between items" in paths["item_bound"]
+    assert "GotoStmt" in paths["with_goto"]
+    assert "break" in paths["breaks_out"]
+    assert "parameters" in paths["writes_parameter"]
+
+
+def test_the_fiber_option_and_the_images_say_which_path_was_built() -> None:
+    assert all(path.startswith("fibers") for path in _portable_host.kernel_paths(ELIGIBLE, options=FIBERS).values())
+    built = symbols(ELIGIBLE, [])
+    assert {"__ol_regions_tree_before", "__ol_regions_early_return"} <= built  # not a silent fall-back
+    assert not any(name.startswith("__ol_regions_") for name in symbols(ELIGIBLE, FIBERS))
+
+
+@pytest.fixture(scope="module")
+def programs(layer: None) -> dict[str, tuple[offloadrt.Program, offloadrt.Program]]:
+    """(region path, fiber path) programs of each source."""
+    host = offloadrt.device("host")
+    sources = {"eligible": (ELIGIBLE, "gpu-c"), "barriers": (BARRIERS, "gpu-c"), "features": (FEATURES, "gpu-c"),
+               "eligible++": (ELIGIBLE, "gpu-c++")}
+    return {key: (host.compile(text, [], lang=lang), host.compile(text, FIBERS, lang=lang))
+            for key, (text, lang) in sources.items()}
+
+
+def both(programs: dict[str, tuple[offloadrt.Program, offloadrt.Program]], key: str, name: str,
+         grid: int | tuple[int, ...], block: int | tuple[int, ...],
+         make: Callable[[], list[object]]) -> list[np.ndarray]:
+    """The arrays ``make()`` returns after running ``name`` on the region path and on the fiber path,
+    side by side (the results of the two runs)."""
+    host = offloadrt.device("host")
+    results = []
+    for program in programs[key]:
+        args = make()
+        with host.queue() as queue:
+            queue.launch(program.kernel(name), grid, block, *args)
+        results.append([arg.numpy() for arg in args if isinstance(arg, offloadrt.Array)])
+    assert len(results[0]) == len(results[1])
+    for region, fiber in zip(*results, strict=True):
+        assert region.tobytes() == fiber.tobytes()
+    return results[0]
+
+
+SHAPES = st.tuples(st.integers(1, 12), st.integers(1, 6), st.integers(1, 4))
+EXAMPLES = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@EXAMPLES
+@given(block=SHAPES, lang=st.sampled_from(["eligible", "eligible++"]))
+def test_tree_sums_match_fibers_bit_for_bit(programs: dict[str, tuple[offloadrt.Program, offloadrt.Program]],
+                                            block: tuple[int, int, int], lang: str) -> None:
+    host, groups = offloadrt.device("host"), 3
+    size = block[0] * block[1] * block[2]
+    x = np.random.default_rng(size).random(groups * size, dtype=np.float32)
+    sums, = both(programs, lang, "tree_before", groups, block,
+                 lambda: [offloadrt.asarray(x, host), offloadrt.asarray(np.zeros(groups, np.float32), host)])[1:]
+    assert np.allclose(sums, x.reshape(groups, size).sum(axis=1) + 1, rtol=1e-4)
+    width = 1 << (block[0] - 1).bit_length()
+    y = np.random.default_rng(width).random(groups * width, dtype=np.float32)
+    halves, = both(programs, lang, "tree_halves", groups, block[0],
+                   lambda: [offloadrt.asarray(y, host), offloadrt.asarray(np.zeros(groups, np.float32), host),
+                            np.uint32(width)])[1:]
+    assert np.allclose(halves, y.reshape(groups, width).sum(axis=1), rtol=1e-4)
+
+
+@EXAMPLES
+@given(block=SHAPES, live=st.integers(1, 60), lang=st.sampled_from(["eligible", "eligible++"]))
+def test_early_returns_match_fibers(programs: dict[str, tuple[offloadrt.Program, offloadrt.Program]],
+                                    block: tuple[int, int, int], live: int, lang: str) -> None:
+    host, groups = offloadrt.device("host"), 2
+    size = block[0] * block[1] * block[2]
+    live = min(live, size)  # the items that stay read only what items of the group wrote
+    values = np.arange(groups * size, dtype=np.int32)
+    out = both(programs, lang, "early_return", groups, block,
+               lambda: [offloadrt.asarray(values, host), offloadrt.asarray(np.zeros(groups * size, np.int32), host),
+                        np.uint32(live)])[1].reshape(groups, size)
+    assert (out[:, live:] == -1).all() and (out[:, :live] != -1).all()
+
+
+@EXAMPLES
+@given(shape=st.tuples(st.integers(1, 40), st.integers(1, 40)))
+def test_the_barrier_tests_kernels_match_fibers(programs: dict[str, tuple[offloadrt.Program, offloadrt.Program]],
+                                               shape: tuple[int, int]) -> None:
+    host = offloadrt.device("host")
+    rows, cols = shape
+    matrix = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    out = both(programs, "barriers", "transpose_tiled", (-(-cols // 16), -(-rows // 16)), (16, 16),
+               lambda: [offloadrt.asarray(matrix, host), offloadrt.asarray(np.full((cols, rows), -1, np.float32), host),
+                        np.uint32(rows), np.uint32(cols)])[1]
+    assert np.array_equal(out, matrix.T)
+    block, size = (rows % 5 + 1, cols % 3 + 1, 2), (rows % 5 + 1) * (cols % 3 + 1) * 2
+    values = np.arange(3 * size, dtype=np.int32) * 5
+    both(programs, "barriers", "rotate", 3, block,
+         lambda: [offloadrt.asarray(values, host), offloadrt.asarray(np.zeros(3 * size, np.int32), host),
+                  np.uint32(rows % 4), np.uint32(cols)])
+
+
+@pytest.mark.parametrize("group", [1, 2, 64, 256])
+def test_the_features_kernels_match_fibers(programs: dict[str, tuple[offloadrt.Program, offloadrt.Program]],
+                                           group: int) -> None:
+    host, groups = offloadrt.device("host"), 3
+    x = np.random.default_rng(group).random(groups * group, dtype=np.float32)
+    sums = both(programs, "features", "group_sum", groups, group,
+                lambda: [offloadrt.asarray(x, host), offloadrt.asarray(np.zeros(groups, np.float32), host)])[1]
+    assert np.allclose(sums, x.reshape(groups, group).sum(axis=1), rtol=1e-4)
+    if group <= 64:
+        data = np.arange(groups * group, dtype=np.uint32)
+        reversed_, = both(programs, "features", "reverse", groups, group, lambda: [offloadrt.asarray(data, host)])
+        assert np.array_equal(reversed_.reshape(groups, group), data.reshape(groups, group)[:, ::-1])
