@@ -177,9 +177,10 @@ def symbols(source: str, options: list[str], lang: str = "gpu-c") -> set[str]:
 
 
 def test_the_eligible_kernels_take_the_region_path() -> None:
-    for lang in ("gpu-c", "gpu-c++"):
-        assert _portable_host.kernel_paths(ELIGIBLE, lang) == {name: "regions" for name in
-                                                               ("tree_before", "tree_halves", "early_return")}
+    assert _portable_host.kernel_paths(ELIGIBLE, "gpu-c") == {name: "regions" for name in
+                                                              ("tree_before", "tree_halves", "early_return")}
+    # C++ (references, overloads, methods, constructors, implicit calls) is not analysed: fibers
+    assert set(_portable_host.kernel_paths(ELIGIBLE, "gpu-c++").values()) == {"fibers: C++ kernels run as fibers"}
     paths = _portable_host.kernel_paths(BARRIERS)
     assert {name for name, path in paths.items() if path == "regions"} == {"transpose_tiled", "rotate"}
     features = _portable_host.kernel_paths(FEATURES)
@@ -301,3 +302,74 @@ def test_the_features_kernels_match_fibers(programs: dict[str, tuple[offloadrt.P
         data = np.arange(groups * group, dtype=np.uint32)
         reversed_, = both(programs, "features", "reverse", groups, group, lambda: [offloadrt.asarray(data, host)])
         assert np.array_equal(reversed_.reshape(groups, group), data.reshape(groups, group)[:, ::-1])
+
+
+# ---- what an adversarial review found (each broke the region path before it was excluded) -------------
+
+HEAD = "#include <gpuintrin.h>\n#include <stdint.h>\n"
+REVIEWED = {
+    # memory of a local that a pointer carries into a later region (it must last: per-item storage)
+    "address": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                "  int32_t x = (int32_t)t * 10; int32_t *p = &x;\n  __gpu_sync_threads();\n"
+                "  out[t] = *p + (int32_t)t; }\n", "regions"),
+    "array_pointer": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                      "  int32_t a[2]; a[0] = 0; a[1] = (int32_t)t; int32_t *q = a + 1;\n  __gpu_sync_threads();\n"
+                      "  out[t] = *q; }\n", "regions"),
+    "compound_literal": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                         "  int32_t *p = (int32_t[]){t, t + 1, t + 2, t + 3};\n  __gpu_sync_threads();\n"
+                         "  out[t] = p[0] + p[3] * 100; }\n", "fibers: the kernel has a CompoundLiteralExpr"),
+    # writes the tree does not show as assignments
+    "asm_output": ("__gpu_kernel void k(int32_t *out, int32_t n) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                   "  __asm__(\"addl %1, %0\" : \"+r\"(n) : \"r\"(t));\n  __gpu_sync_threads();\n"
+                   "  out[t] = n; }\n", "fibers: the kernel has a GCCAsmStmt"),
+    # a barrier reached through a function pointer
+    "pointer_call": ("static void (*const sync_ptr)(void) = __gpu_sync_threads;\n"
+                     "__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                     "  __gpu_local static int32_t s[64]; s[t] = (int32_t)t;\n  __gpu_sync_threads();\n"
+                     "  int32_t v = s[(t + 1) % __gpu_num_threads_x()] + 1;\n  sync_ptr();\n  out[t] = v; }\n",
+                     "fibers: the kernel calls a function through a pointer"),
+    "pointer_call_in_helper": ("static void (*const sync_ptr)(void) = __gpu_sync_threads;\n"
+                               "static void helper(void) { sync_ptr(); }\n"
+                               "__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                               "  __gpu_local static int32_t s[64]; s[t] = (int32_t)t;\n  __gpu_sync_threads();\n"
+                               "  int32_t v = s[(t + 1) % __gpu_num_threads_x()] + 1;\n  helper();\n"
+                               "  out[t] = v; }\n", "fibers: the kernel reaches a call through a function pointer"),
+    # a per-item local's name inside a type or an array bound (it would name a global afterwards)
+    "name_in_type": ("static char v;\n__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                     "  int32_t v = (int32_t)t * 1000;\n  __gpu_sync_threads();\n"
+                     "  __typeof__(v) w = v + 1; out[t] = w; }\n", "fibers: the local 'v'"),
+    "name_in_bound": ("static char v;\n__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                      "  double v = t;\n  __gpu_sync_threads();\n  char buf[sizeof v];\n"
+                      "  out[t] = (int32_t)sizeof buf + (int32_t)v; }\n", "fibers: the local 'v'"),
+    # a pragma at the top of the body would govern only the first region
+    "pragma": ("__gpu_kernel void k(float *out, const float *a) {\n#pragma clang fp contract(off)\n"
+               "  uint32_t t = __gpu_thread_id_x(); float x = a[t] * a[t + 8] + a[t + 16];\n"
+               "  __gpu_sync_threads();\n  out[t] = x - a[t] * a[t + 8]; }\n",
+               "fibers: the kernel's body has a pragma"),
+    # an alignment the slot would not keep
+    "aligned": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                "  _Alignas(64) int32_t x = (int32_t)t;\n  __gpu_sync_threads();\n"
+                "  out[t] = (int32_t)((uintptr_t)&x % 64) + x * 1000; }\n", "fibers: the local 'x'"),
+}
+
+
+@pytest.mark.parametrize("case", list(REVIEWED))
+def test_what_a_review_found_is_excluded_or_computed_right(case: str) -> None:
+    body, expected_path = REVIEWED[case]
+    source = HEAD + body
+    path = _portable_host.kernel_paths(source)["k"]
+    assert path.startswith(expected_path), path
+    host = offloadrt.device("host")
+    outputs = []
+    for options in ([], FIBERS):
+        program = offloadrt.Program.from_source(host, source, options, cache=False)
+        out = offloadrt.zeros(64, np.float32 if case == "pragma" else np.int32, host)
+        args: list[object] = [out]
+        if case == "pragma":
+            args.append(offloadrt.asarray(np.random.default_rng(1).random(64, dtype=np.float32), host))
+        elif case == "asm_output":
+            args.append(np.int32(100))
+        with host.queue() as queue:
+            queue.launch(program.kernel("k"), 1, 8, *args)
+        outputs.append(out.get().tobytes())
+    assert outputs[0] == outputs[1], case

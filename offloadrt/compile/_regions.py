@@ -50,7 +50,9 @@ UNIFORM_CALLS = frozenset({
     "__gpu_num_blocks_x", "__gpu_num_blocks_y", "__gpu_num_blocks_z", "__gpu_num_blocks",
     "__gpu_block_id_x", "__gpu_block_id_y", "__gpu_block_id_z", "__gpu_block_id", "__gpu_num_lanes"})
 _BANNED = frozenset({"GotoStmt", "IndirectGotoStmt", "LabelStmt", "AddrLabelExpr", "LambdaExpr", "CXXTryStmt",
-                     "CXXThrowExpr", "CoroutineBodyStmt", "CoreturnStmt", "BlockExpr", "SEHTryStmt"})
+                     "CXXThrowExpr", "CoroutineBodyStmt", "CoreturnStmt", "BlockExpr", "SEHTryStmt",
+                     "GCCAsmStmt", "MSAsmStmt",  # asm outputs are writes the analysis cannot see
+                     "CompoundLiteralExpr"})  # its storage ends with its region's block
 _UNIFORM_KINDS = frozenset({"IntegerLiteral", "CharacterLiteral", "FloatingLiteral", "CXXBoolLiteralExpr",
                             "ImplicitCastExpr", "CStyleCastExpr", "CXXStaticCastExpr", "CXXFunctionalCastExpr",
                             "ParenExpr", "BinaryOperator", "CompoundAssignOperator", "UnaryOperator",
@@ -143,8 +145,11 @@ def _var_decls(stmt: Node) -> list[Node]:
     return decls
 
 
-def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool) -> Plan:
+def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool,
+         indirect: frozenset[str] = frozenset()) -> Plan:
     """The regions of one kernel definition, or ``IneligibleError`` with the reason it runs as fibers."""
+    if cxx:  # references, overloads, methods, constructors and implicit calls are not analysed
+        raise IneligibleError("C++ kernels run as fibers")
     inner = children(function)
     params = [node for node in inner if node.get("kind") == "ParmVarDecl"]
     body = next(node for node in inner if node.get("kind") == "CompoundStmt")
@@ -154,11 +159,17 @@ def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool) -> Pl
             raise IneligibleError(f"the kernel has a {node['kind']}")
         if node.get("kind") == "ReturnStmt" and children(node):
             raise IneligibleError("the kernel returns a value")
+        if node.get("kind") == "CallExpr" and callee(node) is None:
+            raise IneligibleError("the kernel calls a function through a pointer")
+    if "#pragma" in text[begin(body):end(body)] or "_Pragma" in text[begin(body):end(body)]:
+        raise IneligibleError("the kernel's body has a pragma (it would not reach every region)")
     calls = {str(node["referencedDecl"]["name"]) for node in nodes if node.get("kind") == "DeclRefExpr"
              and node["referencedDecl"].get("kind") == "FunctionDecl"}
     for name in calls - {BARRIER}:
         if name in FIBER_CALLS or reaches(name, graph, FIBER_CALLS):
             raise IneligibleError(f"the kernel reaches a barrier or lane operation through {name!r}")
+        if name in indirect or reaches(name, graph, indirect):  # a pointer could lead to a barrier
+            raise IneligibleError(f"the kernel reaches a call through a function pointer through {name!r}")
     if {str(param["id"]) for param in params} & set(written(body)):
         raise IneligibleError("the kernel writes one of its parameters (each item has its own copy)")
     planner = _Planner(body, {str(param["id"]) for param in params}, written(body))
@@ -173,7 +184,7 @@ def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool) -> Pl
     result = Plan(function["name"], text[begin(params[0]):end(params[-1])] if params else "void",
                   [str(param["name"]) for param in params], parts,
                   returns=any(node.get("kind") == "ReturnStmt" for node in nodes))
-    _locals(result, body, planner.uniform, cxx)
+    _locals(result, body, planner.uniform, cxx, text)
     return result
 
 
@@ -258,7 +269,7 @@ def regions_of(parts: list[Region | Loop | Uniform]) -> Iterator[Region]:
             yield from regions_of(list(part.body))
 
 
-def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool) -> None:
+def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool, text: str) -> None:
     """Which top-level locals are per item (used in more than one region), which are hoisted statics."""
     home: dict[str, int] = {}  # VarDecl id -> its region
     decls: dict[str, Node] = {}
@@ -277,6 +288,10 @@ def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool) -> None:
     static_names = {decl["name"]: str(decl["id"]) for stmt in result.statics for decl in _var_decls(stmt)}
     if set(static_names) & set(result.names):
         raise IneligibleError("a static local hides a parameter")
+    escaping = _address_taken(body)
+    for ident, decl in decls.items():  # a pointer to it may reach a later region: its storage must last
+        if ident not in uniform_ids and (ident in escaping or "[" in str(decl.get("type", {}).get("qualType", ""))):
+            result.per_item[ident] = decl
     for node in walk(body):
         if node.get("kind") != "DeclRefExpr":
             continue
@@ -300,118 +315,56 @@ def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool) -> None:
         if value and (decl.get("init") != "c" or value[0].get("kind") in ("InitListExpr", "CXXConstructExpr",
                                                                            "ParenListExpr")):
             raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has an initializer list")
+        if re.search(r"typeof|decltype|_Atomic", qual) or re.search(r"_Alignas|alignas|__attribute__",
+                                                                   text[begin(decl):end(decl)]):
+            raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has a type or alignment "
+                                  "its slot cannot copy")
+    _named_only_where_rewritten(result, body, text)
 
 
-def _type(decl: Node, cxx: bool) -> str:
-    qual = str(decl["type"]["qualType"])
-    return f"__typeof__(__remove_cv({qual}))" if cxx else f"__typeof_unqual__({qual})"
-
-
-def _edits(result: Plan, text: str, body: Node, cxx: bool) -> list[tuple[int, int, str]]:
-    """(start, stop, replacement) over the kernel's text: per-item variables to their slots, returns
-    to finishing the item (``__OL_NEXT__``: the region's label), statics out of the regions."""
-    slots = {ident: f"(__ol_v{number}[__ol_i])" for number, ident in enumerate(result.per_item)}
-    edits: list[tuple[int, int, str]] = []
+def _address_taken(body: Node) -> set[str]:
+    """The VarDecl ids of the variables whose address the body takes (``&x``, also through parens)."""
+    found: set[str] = set()
     for node in walk(body):
-        kind = node.get("kind")
-        if kind == "DeclRefExpr" and str(node["referencedDecl"]["id"]) in slots:
-            edits.append((begin(node), end(node), slots[str(node["referencedDecl"]["id"])]))
-        elif kind == "ReturnStmt":
-            edits.append((begin(node), begin(node) + 6,
-                          "do { __ol_done[__ol_i] = 1; goto __OL_NEXT__; } while (0)"))
-    for stmt in result.statics:
-        edits.append((begin(stmt), end(stmt), ""))
-    for region in regions_of(result.parts):
-        for stmt in region.stmts:
-            decls = _var_decls(stmt)
-            if not any(str(decl["id"]) in slots for decl in decls):
-                continue
-            pieces = []
-            for decl in decls:
-                value = children(decl)
-                init = _render(text, begin(value[0]), end(value[0]), edits) if value else ""
-                if str(decl["id"]) in slots:
-                    pieces.append(f"{slots[str(decl['id'])]} = ({init});" if value else "")
-                else:
-                    pieces.append(f"{_type(decl, cxx)} {decl['name']}{' = ' + init if value else ''};")
-            edits.append((begin(stmt), end(stmt), " ".join(pieces)))
-    return edits
+        if node.get("kind") == "UnaryOperator" and node.get("opcode") == "&":
+            target = (children(node) or [{}])[0]
+            while target.get("kind") in ("ParenExpr", "ImplicitCastExpr"):
+                target = (children(target) or [{}])[0]
+            if target.get("kind") == "DeclRefExpr":
+                found.add(str(target["referencedDecl"]["id"]))
+    return found
 
 
-def _render(text: str, start: int, stop: int, edits: list[tuple[int, int, str]]) -> str:
-    """``text[start:stop]`` with the edits inside it (an edit inside another one is the outer one's)."""
-    out, at = [], start
-    for first, last, replacement in sorted(edits, key=lambda edit: (edit[0], -edit[1])):
-        if first < at or first >= stop or last > stop:
+def _named_only_where_rewritten(result: Plan, body: Node, text: str) -> None:
+    """A per-item local's declaration goes away and each reference to it becomes its slot, so its name
+    must appear nowhere else in the body (inside a type, a ``sizeof`` the tree shows as a type, an
+    array bound), where it would name something else afterwards."""
+    if not result.per_item:
+        return
+    names = {str(decl["name"]) for decl in result.per_item.values()}
+    allowed = {begin(node) for node in walk(body) if node.get("kind") == "DeclRefExpr"
+               and str(node["referencedDecl"]["id"]) in result.per_item}
+    allowed |= {int(decl.get("loc", {}).get("offset", -1)) for decl in result.per_item.values()}
+    start, stop = begin(body), end(body)
+    for match in re.finditer(r"[A-Za-z_]\w*", text[start:stop]):
+        if match.group() not in names or start + match.start() in allowed:
             continue
-        out += [text[at:first], replacement]
-        at = last
-    out.append(text[at:stop])
-    return "".join(out)
+        before = text[start:start + match.start()].rstrip()
+        if before.endswith(".") or before.endswith("->"):
+            continue  # a member of that name
+        raise IneligibleError(f"the local {match.group()!r} kept across a barrier is named where its slot "
+                              "cannot replace it")
 
 
-_ITEMS = """  for (uint32_t __ol_z = 0; __ol_z < __ol_nz; ++__ol_z) {
-    __ol_gpu.tid[2] = __ol_z;
-    for (uint32_t __ol_y = 0; __ol_y < __ol_ny; ++__ol_y) {
-      __ol_gpu.tid[1] = __ol_y;
-      for (uint32_t __ol_x = 0; __ol_x < __ol_nx; ++__ol_x) {
-        __ol_gpu.tid[0] = __ol_x;
-        const size_t __ol_i = ((size_t)__ol_z * __ol_ny + __ol_y) * __ol_nx + __ol_x;
-        (void)__ol_i;
-"""
-
-
-def generate(result: Plan, text: str, body: Node, cxx: bool) -> str:
-    """The C/C++ function ``__ol_regions_<kernel>`` (same parameters as the kernel) that runs one
-    work-group of the kernel as regions."""
-    edits = _edits(result, text, body, cxx)
-    types = [_type(decl, cxx) for decl in result.per_item.values()]
-    # The storage reaches the regions as restrict parameters (clang honours restrict on parameters
-    # only): stores to it do not make the compiler reload the item's ids or anything else.
-    slots = [f"{kind} *__restrict __ol_v{number}" for number, kind in enumerate(types)]
-    slots += ["unsigned char *__restrict __ol_done"] if result.returns else []
-    params = ", ".join(([result.params] if result.names else []) + slots) or "void"
-    out = [f"/* offloadrt: kernel {result.name} runs as work-group regions (no fibers) */",
-           f"static __inline__ __attribute__((always_inline, unused)) void "
-           f"__ol_regions_body_{result.name}({params}) {{"]
-    out += [text[begin(stmt):end(stmt)] for stmt in result.statics]
-    out += ["  const uint32_t __ol_nx = __ol_gpu.ntid[0], __ol_ny = __ol_gpu.ntid[1], __ol_nz = __ol_gpu.ntid[2];"]
-    call = ", ".join(result.names + [f"__ol_v{number}" for number in range(len(types))]
-                     + (["__ol_done"] if result.returns else []))
-    outer = [f"static __attribute__((noinline, unused)) void __ol_regions_{result.name}({result.params}) {{",
-             "  const size_t __ol_n = (size_t)__ol_gpu.ntid[0] * __ol_gpu.ntid[1] * __ol_gpu.ntid[2];",
-             "  size_t __ol_bytes = 0;", "  (void)__ol_n;", "  (void)__ol_bytes;"]
-    outer += [f"  const size_t __ol_o{number} = __ol_gpu_region_slot(&__ol_bytes, __ol_n, sizeof({kind}), "
-              f"__alignof__({kind}));" for number, kind in enumerate(types)]
-    if result.returns:
-        outer += ["  const size_t __ol_od = __ol_bytes;", "  __ol_bytes += __ol_n;"]
-    if types or result.returns:
-        outer.append("  unsigned char *__ol_s = __ol_gpu_region_scratch(__ol_bytes);")
-    outer += [f"  {kind} *__ol_v{number} = ({kind} *)(void *)(__ol_s + __ol_o{number});"
-              for number, kind in enumerate(types)]
-    if result.returns:
-        outer += ["  unsigned char *__ol_done = __ol_s + __ol_od;", "  __builtin_memset(__ol_done, 0, __ol_n);"]
-    outer += [f"  __ol_regions_body_{result.name}({call});", "}"]
-    labels = iter(range(1 << 30))
-
-    def emit(parts: list[Region | Loop | Uniform]) -> None:
-        for part in parts:
-            if isinstance(part, Uniform):
-                out.append(text[begin(part.stmt):end(part.stmt)])
-            elif isinstance(part, Loop):
-                loop_body = children(part.node)[-1]
-                out.append(text[begin(part.node):begin(loop_body) + 1])
-                emit(list(part.body))
-                out.append("}")
-            else:
-                label = f"__ol_next_{next(labels)}"
-                code = _render(text, begin(part.stmts[0]), part.next_start, edits).replace("__OL_NEXT__", label)
-                out.append(_ITEMS + ("        if (__ol_done[__ol_i]) continue;\n" if result.returns else "")
-                           + "        {\n" + code + "\n        }\n"
-                           + (f"        {label}:;\n" if label in code else "") + "      }\n    }\n  }")
-    emit(result.parts)
-    out.append("}")
-    return "\n".join(out + outer) + "\n"
+def _indirect_callers(ast: Node) -> frozenset[str]:
+    """The functions of the translation unit whose bodies call through a function pointer."""
+    found: set[str] = set()
+    for node in children(ast):
+        if node.get("kind") != "FunctionDecl" or not node.get("name"):
+            continue
+        if any(inner.get("kind") == "CallExpr" and callee(inner) is None for inner in walk(node)):
+            found.add(str(node["name"]))
+    return frozenset(found)
 
 
 _WRAPPER_MARK = re.compile(r'^#(?:line)? 1 "<offloadrt host wrapper>".*$', re.MULTILINE)
@@ -422,9 +375,12 @@ def rewrite(text: str, ast: Node, kernels: dict[str, int], graph: dict[str, set[
     """The preprocessed translation unit with the eligible kernels of ``kernels`` (name -> number of
     parameters; all run as fibers in ``text``) run as regions instead, and for each kernel
     ``"regions"`` or why it stays on fibers."""
+    from ._regions_code import generate  # (it imports this module's types)
+
     mark = _WRAPPER_MARK.search(text)
     found = kernel_definitions(ast, set(kernels))
     paths: dict[str, str] = {}
+    indirect = _indirect_callers(ast)
     functions: list[str] = []
     tail = text[mark.start():] if mark else ""
     for name, count in kernels.items():
@@ -433,7 +389,7 @@ def rewrite(text: str, ast: Node, kernels: dict[str, int], graph: dict[str, set[
             if mark is None or tail.count(call) != 1 or name not in found:
                 raise IneligibleError("the kernel's definition or its wrapper was not found")
             function = found[name]
-            result = plan(function, text, graph, cxx)
+            result = plan(function, text, graph, cxx, indirect)
             body = next(node for node in children(function) if node.get("kind") == "CompoundStmt")
             functions.append(generate(result, text, body, cxx))
         except (AstError, KeyError, IndexError, TypeError, ValueError, StopIteration, RecursionError) as why:
