@@ -350,7 +350,63 @@ REVIEWED = {
     "aligned": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
                 "  _Alignas(64) int32_t x = (int32_t)t;\n  __gpu_sync_threads();\n"
                 "  out[t] = (int32_t)((uintptr_t)&x % 64) + x * 1000; }\n", "fibers: the local 'x'"),
+    # a second review round: pointers made without a plain `&x`, names that moved code would change,
+    # slot types, cleanups
+    "member_address": ("struct S { int32_t x, y; };\n__gpu_kernel void k(int32_t *out) {\n"
+                       "  uint32_t t = __gpu_thread_id_x(); struct S s; s.x = (int32_t)t * 10; s.y = 0;\n"
+                       "  int32_t *p = &s.x;\n  __gpu_sync_threads();\n  out[t] = *p; }\n", "regions"),
+    "member_decay": ("struct A { int32_t a[2]; };\n__gpu_kernel void k(int32_t *out) {\n"
+                     "  uint32_t t = __gpu_thread_id_x(); struct A s; s.a[0] = (int32_t)t * 7; int32_t *p = s.a;\n"
+                     "  __gpu_sync_threads();\n  out[t] = p[0]; }\n", "regions"),
+    "builtin_addressof": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                          "  int32_t v = (int32_t)t * 3; int32_t *p = __builtin_addressof(v);\n"
+                          "  __gpu_sync_threads();\n  out[t] = *p; }\n", "regions"),
+    "parameter_addressof": ("__gpu_kernel void k(int32_t *out, int32_t n) { uint32_t t = __gpu_thread_id_x();\n"
+                            "  int32_t *p = __builtin_addressof(n); if (t == 0) *p = 100;\n"
+                            "  __gpu_sync_threads();\n  out[t] = n; }\n", "fibers: the kernel writes one of its"),
+    "induction_addressof": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x(); int32_t c = 0;\n"
+                            "  for (int32_t i = 0; i < 8; i++) { c += 1;\n    __gpu_sync_threads();\n"
+                            "    (*__builtin_addressof(i))++; }\n  out[t] = c; }\n",
+                            "fibers: a barrier loop's induction variable is written"),
+    "static_names_local": ("static char x;\n__gpu_kernel void k(int32_t *out) {\n"
+                           "  int32_t t = (int32_t)__gpu_thread_id_x(); int64_t x = t; (void)x;\n"
+                           "  static int32_t s = sizeof(x);\n  __gpu_sync_threads();\n  out[t] = s + t * 100; }\n",
+                           "fibers: a static local's declaration names the local 'x'"),
+    "enum_in_body": ("enum { K = 1 };\n__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                     "  (void)sizeof(enum E { K = 5 });\n  __gpu_sync_threads();\n  out[t] = K + t * 100; }\n",
+                     "fibers: the kernel's body has 'enum'"),
+    "const_local": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                    "  const int32_t c = t * 2;\n  __gpu_sync_threads();\n"
+                    "  out[t] = _Generic(&c, const int32_t *: c, default: -1); }\n",
+                    "fibers: the local 'c' kept across a barrier has a const"),
+    "aligned_typedef": ("typedef int32_t A64 __attribute__((aligned(64)));\n"
+                        "__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                        "  A64 x = t;\n  __gpu_sync_threads();\n"
+                        "  out[t] = (int32_t)((uintptr_t)&x % 64) + x * 1000; }\n", "fibers: the local 'x'"),
+    "cleanup": ("struct W { int32_t *dst; int32_t v; };\nstatic void flush(struct W *w) { *w->dst = w->v; }\n"
+                "__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                "  struct W w __attribute__((cleanup(flush))); w.dst = out + t; w.v = 1;\n"
+                "  __gpu_sync_threads();\n  out[t] += 10; }\n", "fibers: the kernel's body has 'cleanup'"),
 }
+
+
+def test_a_kernel_another_function_calls_keeps_one_set_of_statics() -> None:
+    """Before: the region copy of `ka` had its own `count`, so `kb` (calling the original) and `ka`
+    counted apart."""
+    source = HEAD + ("__gpu_kernel void ka(int32_t *out) { static int32_t count; uint32_t t = __gpu_thread_id_x();\n"
+                     "  if (t == 0) count++;\n  __gpu_sync_threads();\n  out[t] = count; }\n"
+                     "__gpu_kernel void kb(int32_t *out) { ka(out); }\n")
+    assert _portable_host.kernel_paths(source)["ka"].startswith("fibers: another function of the source calls")
+    host = offloadrt.device("host")
+    program = offloadrt.Program.from_source(host, source, [], cache=False)
+    seen = []
+    with host.queue() as queue:
+        for name in ("ka", "kb", "ka"):
+            out = offloadrt.zeros(4, np.int32, host)
+            queue.launch(program.kernel(name), 1, 4, out)
+            queue.sync()
+            seen.append(int(out.get()[0]))
+    assert seen == [1, 2, 3]
 
 
 @pytest.mark.parametrize("case", list(REVIEWED))
@@ -367,7 +423,7 @@ def test_what_a_review_found_is_excluded_or_computed_right(case: str) -> None:
         args: list[object] = [out]
         if case == "pragma":
             args.append(offloadrt.asarray(np.random.default_rng(1).random(64, dtype=np.float32), host))
-        elif case == "asm_output":
+        elif case in ("asm_output", "parameter_addressof"):
             args.append(np.int32(100))
         with host.queue() as queue:
             queue.launch(program.kernel("k"), 1, 8, *args)

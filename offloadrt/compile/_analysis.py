@@ -217,7 +217,9 @@ def stored_variable(node: Node) -> str | None:
 
 
 def written(node: Node) -> dict[str, list[int]]:
-    """Variable id -> offsets of the assignments, increments or address-takings of it under ``node``."""
+    """Variable id -> offsets of the assignments, increments or address-takings of it under ``node``
+    (an address taken is a write that may come later: ``&x``, ``&s.f``, ``__builtin_addressof(x)``,
+    and an array or array member decaying to a pointer)."""
     found: dict[str, list[int]] = {}
     for item in walk(node):
         kind, target = item.get("kind"), None
@@ -228,4 +230,25 @@ def written(node: Node) -> dict[str, list[int]]:
         root = stored_variable(target) if target else None
         if root:
             found.setdefault(root, []).append(begin(item))
+    for root, at in escapes(node):
+        found.setdefault(root, []).append(at)
+    return found
+
+
+def escapes(node: Node) -> list[tuple[str, int]]:
+    """(variable id, offset) of each place under ``node`` where a pointer into a variable's own storage
+    is made: ``&`` of it or of a member or element of it, ``__builtin_addressof``, and an array (or an
+    array member) decaying to a pointer."""
+    found: list[tuple[str, int]] = []
+    for item in walk(node):
+        kind, target = item.get("kind"), None
+        if kind == "UnaryOperator" and item.get("opcode") == "&":
+            target = (children(item) or [{}])[0]
+        elif kind == "CallExpr" and callee(item) == "__builtin_addressof" and len(children(item)) > 1:
+            target = children(item)[1]
+        elif kind == "ImplicitCastExpr" and item.get("castKind") == "ArrayToPointerDecay":
+            target = (children(item) or [{}])[0]
+        root = stored_variable(target) if target else None
+        if root:
+            found.append((root, begin(item)))
     return found

@@ -37,6 +37,7 @@ from ._analysis import (
     callee,
     children,
     end,
+    escapes,
     kernel_definitions,
     reaches,
     stored_variable,
@@ -319,41 +320,73 @@ def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool, text: st
                                                                    text[begin(decl):end(decl)]):
             raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has a type or alignment "
                                   "its slot cannot copy")
-    _named_only_where_rewritten(result, body, text)
+        why = _slot_type_ok(decl)
+        if why:
+            raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has {why}")
+    _named_only_where_rewritten(result, body, text, decls)
 
 
 def _address_taken(body: Node) -> set[str]:
-    """The VarDecl ids of the variables whose address the body takes (``&x``, also through parens)."""
-    found: set[str] = set()
-    for node in walk(body):
-        if node.get("kind") == "UnaryOperator" and node.get("opcode") == "&":
-            target = (children(node) or [{}])[0]
-            while target.get("kind") in ("ParenExpr", "ImplicitCastExpr"):
-                target = (children(target) or [{}])[0]
-            if target.get("kind") == "DeclRefExpr":
-                found.add(str(target["referencedDecl"]["id"]))
-    return found
+    """The VarDecl ids of the variables a pointer into which the body makes (see ``escapes``)."""
+    return {root for root, _ in escapes(body)}
 
 
-def _named_only_where_rewritten(result: Plan, body: Node, text: str) -> None:
-    """A per-item local's declaration goes away and each reference to it becomes its slot, so its name
-    must appear nowhere else in the body (inside a type, a ``sizeof`` the tree shows as a type, an
-    array bound), where it would name something else afterwards."""
-    if not result.per_item:
-        return
-    names = {str(decl["name"]) for decl in result.per_item.values()}
-    allowed = {begin(node) for node in walk(body) if node.get("kind") == "DeclRefExpr"
-               and str(node["referencedDecl"]["id"]) in result.per_item}
-    allowed |= {int(decl.get("loc", {}).get("offset", -1)) for decl in result.per_item.values()}
+_BODY_WORDS = re.compile(r"\b(?:typedef|enum|struct|union)\b[^;{()]*\{|\bcleanup\b|\b_Thread_local\b")
+
+
+def _named_only_where_rewritten(result: Plan, body: Node, text: str, decls: dict[str, Node]) -> None:
+    """Regions move code: a per-item local's declaration goes away (each reference becomes its slot),
+    statics go to the top, a loop's header and uniform declaration go outside the regions, and each
+    region is a block of its own. So the name of a top-level local must appear nowhere but where the
+    tree shows a reference to it or its declaration (not inside a type, a ``sizeof`` of a type, an
+    array bound, where it could name something else afterwards), and the body declares no tag or
+    type (its scope would end with its region) and no ``cleanup`` (it would run at the region's end)."""
     start, stop = begin(body), end(body)
+    words = _BODY_WORDS.search(text, start, stop)
+    if words:
+        raise IneligibleError(f"the kernel's body has {words.group().split()[0]!r} (a declaration a region "
+                              "would scope differently)")
+    tracked = dict(decls)
+    for stmt in result.statics:
+        tracked.update({str(decl["id"]): decl for decl in _var_decls(stmt)})
+    names = {str(decl["name"]) for decl in tracked.values()}
+    if not names:
+        return
+    local_names = {str(decl["name"]) for decl in decls.values()}
+    for stmt in result.statics:  # moved to the top: a local it names would be out of scope there
+        used = set(re.findall(r"[A-Za-z_]\w*", text[begin(stmt):end(stmt)])) & local_names
+        if used:
+            raise IneligibleError(f"a static local's declaration names the local {sorted(used)[0]!r}")
+    allowed = {begin(node) for node in walk(body) if node.get("kind") == "DeclRefExpr"
+               and str(node["referencedDecl"]["id"]) in tracked}
+    allowed |= {int(decl.get("loc", {}).get("offset", -1)) for decl in tracked.values()}
     for match in re.finditer(r"[A-Za-z_]\w*", text[start:stop]):
         if match.group() not in names or start + match.start() in allowed:
             continue
         before = text[start:start + match.start()].rstrip()
         if before.endswith(".") or before.endswith("->"):
             continue  # a member of that name
-        raise IneligibleError(f"the local {match.group()!r} kept across a barrier is named where its slot "
-                              "cannot replace it")
+        raise IneligibleError(f"the local {match.group()!r} is named where moving the regions' code could "
+                              "change what it names")
+
+
+def _slot_type_ok(decl: Node) -> str:
+    """Why a per-item local's type cannot be its slot's (empty when it can): qualifiers the slot drops,
+    or an alignment its stride would not keep (a typedef with an alignment attribute)."""
+    kind = decl.get("type", {})
+    qual = str(kind.get("qualType", ""))
+    top = qual.rsplit("*", 1)[-1] if "*" in qual and "[" not in qual else qual
+    if re.search(r"\b(?:const|volatile|_Atomic)\b", top):
+        return "a const, volatile or atomic type"
+    base = re.sub(r"\[\d*\]|\*|\b(?:const|volatile|restrict|struct|union|enum)\b", " ", qual).split()
+    if kind.get("typeAliasDeclId") and "*" not in qual and not all(word in _STANDARD_NAMES for word in base):
+        return f"a typedef ({qual}) that may carry an alignment"
+    return ""
+
+
+_STANDARD_NAMES = frozenset({"char", "short", "int", "long", "signed", "unsigned", "float", "double", "_Bool", "bool",
+                             "size_t", "ptrdiff_t", "intptr_t", "uintptr_t", "_Float16", "__bf16", "__int128",
+                             *(f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64))})
 
 
 def _indirect_callers(ast: Node) -> frozenset[str]:
@@ -389,6 +422,9 @@ def rewrite(text: str, ast: Node, kernels: dict[str, int], graph: dict[str, set[
             if mark is None or tail.count(call) != 1 or name not in found:
                 raise IneligibleError("the kernel's definition or its wrapper was not found")
             function = found[name]
+            if any(name in callees for caller, callees in graph.items() if caller != name):
+                raise IneligibleError("another function of the source calls the kernel (its statics and the "
+                                      "region copy's would be two)")
             result = plan(function, text, graph, cxx, indirect)
             body = next(node for node in children(function) if node.get("kind") == "CompoundStmt")
             functions.append(generate(result, text, body, cxx))
