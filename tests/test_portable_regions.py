@@ -345,7 +345,7 @@ REVIEWED = {
     "pragma": ("__gpu_kernel void k(float *out, const float *a) {\n#pragma clang fp contract(off)\n"
                "  uint32_t t = __gpu_thread_id_x(); float x = a[t] * a[t + 8] + a[t + 16];\n"
                "  __gpu_sync_threads();\n  out[t] = x - a[t] * a[t + 8]; }\n",
-               "fibers: the kernel's body has a pragma"),
+               "fibers: the source has a pragma"),
     # an alignment the slot would not keep
     "aligned": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
                 "  _Alignas(64) int32_t x = (int32_t)t;\n  __gpu_sync_threads();\n"
@@ -387,6 +387,34 @@ REVIEWED = {
                 "__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
                 "  struct W w __attribute__((cleanup(flush))); w.dst = out + t; w.v = 1;\n"
                 "  __gpu_sync_threads();\n  out[t] += 10; }\n", "fibers: the kernel's body has 'cleanup'"),
+    # a third round: what runs once per group, the floating-point environment, what the copy loses
+    "return_and_loop": ("__gpu_kernel void k(int32_t *out, int32_t n) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                        "  out[t] = 1; if (n == 0) return;\n"
+                        "  for (int32_t i = 0; i < 8 / n; ++i) { out[t] += i; __gpu_sync_threads(); } }\n",
+                        "fibers: the kernel returns early and has a barrier loop"),
+    "alloca": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+               "  volatile char *p = (volatile char *)__builtin_alloca(64); p[0] = (char)t; out[t] = p[0];\n"
+               "  __gpu_sync_threads();\n  out[t] += 1000; }\n", "fibers: the kernel allocates on the stack"),
+    "rounding_mode": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                      "  int32_t g = (int32_t)__gpu_block_id_x(); volatile float a = 1.0f, b = 3.0f;\n"
+                      "  float q = a / b; int32_t bits; __builtin_memcpy(&bits, &q, 4); out[g * 8 + t] = bits & 0xff;\n"
+                      "  __gpu_sync_threads();\n"
+                      "  if (t == 1) __builtin_ia32_ldmxcsr((__builtin_ia32_stmxcsr() & ~0x6000u) | 0x2000u); }\n",
+                      "regions"),
+    "file_pragma": ("#pragma clang fp contract(off)\n__gpu_kernel void k(float *out, const float *a) {\n"
+                    "  uint32_t t = __gpu_thread_id_x(); float x = a[t] * a[t + 8] + a[t + 16];\n"
+                    "  __gpu_sync_threads();\n  out[t] = x - a[t] * a[t + 8]; }\n#pragma clang fp contract(on)\n",
+                    "fibers: the source has a pragma"),
+    "function_name": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                      "  out[t] = (int32_t)sizeof(__func__);\n  __gpu_sync_threads();\n  out[t] += __func__[0]; }\n",
+                      "fibers: the kernel has a PredefinedExpr"),
+    "mixed_declaration": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
+                          "  int32_t a = t, b __attribute__((aligned(64))) = 1;\n"
+                          "  out[t] = (int32_t)__alignof__(b) + b;\n  __gpu_sync_threads();\n  out[t] += a * 1000; }\n",
+                          "fibers: a declaration of a local kept across a barrier declares others"),
+    "kernel_attribute": ("__attribute__((optnone, noinline)) __gpu_kernel void k(int32_t *out) {\n"
+                         "  int32_t t = (int32_t)__gpu_thread_id_x(); int32_t x = t * 2;\n  __gpu_sync_threads();\n"
+                         "  out[t] = x; }\n", "fibers: the kernel has attributes of its own"),
 }
 
 
@@ -419,13 +447,15 @@ def test_what_a_review_found_is_excluded_or_computed_right(case: str) -> None:
     outputs = []
     for options in ([], FIBERS):
         program = offloadrt.Program.from_source(host, source, options, cache=False)
-        out = offloadrt.zeros(64, np.float32 if case == "pragma" else np.int32, host)
+        out = offloadrt.zeros(64, np.float32 if case in ("pragma", "file_pragma") else np.int32, host)
         args: list[object] = [out]
-        if case == "pragma":
+        if case in ("pragma", "file_pragma"):
             args.append(offloadrt.asarray(np.random.default_rng(1).random(64, dtype=np.float32), host))
         elif case in ("asm_output", "parameter_addressof"):
             args.append(np.int32(100))
+        elif case == "return_and_loop":
+            args.append(np.int32(0))
         with host.queue() as queue:
-            queue.launch(program.kernel("k"), 1, 8, *args)
+            queue.launch(program.kernel("k"), 8 if case == "rounding_mode" else 1, 8, *args)
         outputs.append(out.get().tobytes())
     assert outputs[0] == outputs[1], case

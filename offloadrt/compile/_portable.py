@@ -65,7 +65,8 @@ def toolchain_identity(target: Target) -> str:
 
 # The modules whose code shapes a host image (the wrapper, the work-group regions, the analysis):
 # their text is keyed too, so a change to the generator never reuses an image it made before.
-GENERATOR_MODULES = ("_portable.py", "_portable_host.py", "_regions.py", "_regions_code.py", "_analysis.py")
+GENERATOR_MODULES = ("_portable.py", "_portable_host.py", "_regions.py", "_regions_code.py", "_regions_checks.py",
+                     "_analysis.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -44,6 +44,7 @@ from ._analysis import (
     walk,
     written,
 )
+from ._regions_checks import _WRAPPER_MARK, _indirect_callers, _slot_type_ok, _user_pragma
 
 BARRIER = "__gpu_sync_threads"
 UNIFORM_CALLS = frozenset({
@@ -53,7 +54,8 @@ UNIFORM_CALLS = frozenset({
 _BANNED = frozenset({"GotoStmt", "IndirectGotoStmt", "LabelStmt", "AddrLabelExpr", "LambdaExpr", "CXXTryStmt",
                      "CXXThrowExpr", "CoroutineBodyStmt", "CoreturnStmt", "BlockExpr", "SEHTryStmt",
                      "GCCAsmStmt", "MSAsmStmt",  # asm outputs are writes the analysis cannot see
-                     "CompoundLiteralExpr"})  # its storage ends with its region's block
+                     "CompoundLiteralExpr",  # its storage ends with its region's block
+                     "PredefinedExpr", "SourceLocExpr"})  # __func__, __builtin_LINE(): the copy is elsewhere
 _UNIFORM_KINDS = frozenset({"IntegerLiteral", "CharacterLiteral", "FloatingLiteral", "CXXBoolLiteralExpr",
                             "ImplicitCastExpr", "CStyleCastExpr", "CXXStaticCastExpr", "CXXFunctionalCastExpr",
                             "ParenExpr", "BinaryOperator", "CompoundAssignOperator", "UnaryOperator",
@@ -162,8 +164,16 @@ def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool,
             raise IneligibleError("the kernel returns a value")
         if node.get("kind") == "CallExpr" and callee(node) is None:
             raise IneligibleError("the kernel calls a function through a pointer")
-    if "#pragma" in text[begin(body):end(body)] or "_Pragma" in text[begin(body):end(body)]:
-        raise IneligibleError("the kernel's body has a pragma (it would not reach every region)")
+        if node.get("kind") == "CallExpr" and str(callee(node)).startswith(("__builtin_alloca", "alloca")):
+            raise IneligibleError("the kernel allocates on the stack (every item's allocation would live on one "
+                                  "stack until the group ends)")
+    head = text[begin(function):begin(body)].replace('__attribute__((visibility("hidden")))', "")
+    if "__attribute__" in head or "[[" in head or "__declspec" in head:
+        raise IneligibleError("the kernel has attributes of its own (the region copy would not have them)")
+    if _user_pragma(text):  # the copy is compiled elsewhere, under another pragma state
+        raise IneligibleError("the source has a pragma (the region code would be compiled under another one)")
+    if "__OL_NEXT__" in text[begin(body):end(body)]:
+        raise IneligibleError("the kernel's body has offloadrt's own label placeholder")
     calls = {str(node["referencedDecl"]["name"]) for node in nodes if node.get("kind") == "DeclRefExpr"
              and node["referencedDecl"].get("kind") == "FunctionDecl"}
     for name in calls - {BARRIER}:
@@ -185,6 +195,10 @@ def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool,
     result = Plan(function["name"], text[begin(params[0]):end(params[-1])] if params else "void",
                   [str(param["name"]) for param in params], parts,
                   returns=any(node.get("kind") == "ReturnStmt" for node in nodes))
+    if result.returns and any(not isinstance(part, Region) for part in parts):
+        # a loop header (or its uniform declaration) runs once per group: with every item finished
+        # it would still run (a division by zero, or a long loop of nothing), where fibers stop
+        raise IneligibleError("the kernel returns early and has a barrier loop")
     _locals(result, body, planner.uniform, cxx, text)
     return result
 
@@ -323,6 +337,13 @@ def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool, text: st
         why = _slot_type_ok(decl)
         if why:
             raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has {why}")
+    for region in regions_of(result.parts):
+        for stmt in region.stmts:
+            declared = _var_decls(stmt)
+            if len(declared) > 1 and any(str(decl["id"]) in result.per_item for decl in declared) and re.search(
+                    r"__attribute__|_Alignas|\bconst\b|\bvolatile\b|_Atomic|\bregister\b", text[begin(stmt):end(stmt)]):
+                raise IneligibleError("a declaration of a local kept across a barrier declares others with "
+                                      "qualifiers or attributes")
     _named_only_where_rewritten(result, body, text, decls)
 
 
@@ -370,37 +391,9 @@ def _named_only_where_rewritten(result: Plan, body: Node, text: str, decls: dict
                               "change what it names")
 
 
-def _slot_type_ok(decl: Node) -> str:
-    """Why a per-item local's type cannot be its slot's (empty when it can): qualifiers the slot drops,
-    or an alignment its stride would not keep (a typedef with an alignment attribute)."""
-    kind = decl.get("type", {})
-    qual = str(kind.get("qualType", ""))
-    top = qual.rsplit("*", 1)[-1] if "*" in qual and "[" not in qual else qual
-    if re.search(r"\b(?:const|volatile|_Atomic)\b", top):
-        return "a const, volatile or atomic type"
-    base = re.sub(r"\[\d*\]|\*|\b(?:const|volatile|restrict|struct|union|enum)\b", " ", qual).split()
-    if kind.get("typeAliasDeclId") and "*" not in qual and not all(word in _STANDARD_NAMES for word in base):
-        return f"a typedef ({qual}) that may carry an alignment"
-    return ""
 
 
-_STANDARD_NAMES = frozenset({"char", "short", "int", "long", "signed", "unsigned", "float", "double", "_Bool", "bool",
-                             "size_t", "ptrdiff_t", "intptr_t", "uintptr_t", "_Float16", "__bf16", "__int128",
-                             *(f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64))})
 
-
-def _indirect_callers(ast: Node) -> frozenset[str]:
-    """The functions of the translation unit whose bodies call through a function pointer."""
-    found: set[str] = set()
-    for node in children(ast):
-        if node.get("kind") != "FunctionDecl" or not node.get("name"):
-            continue
-        if any(inner.get("kind") == "CallExpr" and callee(inner) is None for inner in walk(node)):
-            found.add(str(node["name"]))
-    return frozenset(found)
-
-
-_WRAPPER_MARK = re.compile(r'^#(?:line)? 1 "<offloadrt host wrapper>".*$', re.MULTILINE)
 
 
 def rewrite(text: str, ast: Node, kernels: dict[str, int], graph: dict[str, set[str]],

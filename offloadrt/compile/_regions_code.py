@@ -96,7 +96,23 @@ def generate(result: Plan, text: str, body: Node, cxx: bool) -> str:
               for number, kind in enumerate(types)]
     if result.returns:
         outer += ["  unsigned char *__ol_done = __ol_s + __ol_od;", "  __builtin_memset(__ol_done, 0, __ol_n);"]
-    outer += [f"  __ol_regions_body_{result.name}({call});", "}"]
+    # The group's floating-point environment is its own, as on the fiber path: restored when it ends.
+    outer += ["#if defined(__x86_64__)",
+              "  const unsigned __ol_mxcsr = __builtin_ia32_stmxcsr();",
+              "  unsigned short __ol_fpucw;",
+              '  __asm__ volatile("fnstcw %0" : "=m"(__ol_fpucw));',
+              "#elif defined(__aarch64__)",
+              "  unsigned long __ol_fpcr;",
+              '  __asm__ volatile("mrs %0, fpcr" : "=r"(__ol_fpcr));',
+              "#endif",
+              f"  __ol_regions_body_{result.name}({call});",
+              "#if defined(__x86_64__)",
+              "  __builtin_ia32_ldmxcsr(__ol_mxcsr);",
+              '  __asm__ volatile("fldcw %0" : : "m"(__ol_fpucw));',
+              "#elif defined(__aarch64__)",
+              '  __asm__ volatile("msr fpcr, %0" : : "r"(__ol_fpcr));',
+              "#endif",
+              "}"]
     labels = iter(range(1 << 30))
 
     def emit(parts: list[Region | Loop | Uniform]) -> None:
