@@ -415,6 +415,17 @@ REVIEWED = {
     "kernel_attribute": ("__attribute__((optnone, noinline)) __gpu_kernel void k(int32_t *out) {\n"
                          "  int32_t t = (int32_t)__gpu_thread_id_x(); int32_t x = t * 2;\n  __gpu_sync_threads();\n"
                          "  out[t] = x; }\n", "fibers: the kernel has attributes of its own"),
+    # a fourth round: a barrier behind a function alias, a string-initialised array kept per item
+    "function_alias": ("static void sync_impl(void) { __gpu_sync_threads(); }\n"
+                       "void my_sync(void) __attribute__((alias(\"sync_impl\")));\n"
+                       "__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                       "  static __gpu_local int32_t sh[64]; sh[t] = (int32_t)t;\n  __gpu_sync_threads();\n"
+                       "  int32_t v = sh[(t + 1) % __gpu_num_threads_x()];\n  my_sync();\n  sh[t] = v * 2;\n"
+                       "  __gpu_sync_threads();\n  out[t] = sh[(t + 1) % __gpu_num_threads_x()]; }\n",
+                       "fibers: the source declares a function alias"),
+    "string_array": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                     "  char s[] = \"abcd\"; s[t % 4] = 'z';\n  __gpu_sync_threads();\n"
+                     "  out[t] = s[0] + s[1] * 3 + s[2] * 5 + s[3] * 7; }\n", "fibers: the local 's'"),
 }
 
 

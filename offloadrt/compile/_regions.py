@@ -44,7 +44,7 @@ from ._analysis import (
     walk,
     written,
 )
-from ._regions_checks import _WRAPPER_MARK, _indirect_callers, _slot_type_ok, _user_pragma
+from ._regions_checks import _WRAPPER_MARK, _indirect_callers, _slot_type_ok, _user_aliases, _user_pragma
 
 BARRIER = "__gpu_sync_threads"
 UNIFORM_CALLS = frozenset({
@@ -170,6 +170,8 @@ def plan(function: Node, text: str, graph: dict[str, set[str]], cxx: bool,
     head = text[begin(function):begin(body)].replace('__attribute__((visibility("hidden")))', "")
     if "__attribute__" in head or "[[" in head or "__declspec" in head:
         raise IneligibleError("the kernel has attributes of its own (the region copy would not have them)")
+    if _user_aliases(text):  # a function known by another name: the call graph would not see its barriers
+        raise IneligibleError("the source declares a function alias or an asm label")
     if _user_pragma(text):  # the copy is compiled elsewhere, under another pragma state
         raise IneligibleError("the source has a pragma (the region code would be compiled under another one)")
     if "__OL_NEXT__" in text[begin(body):end(body)]:
@@ -327,8 +329,8 @@ def _locals(result: Plan, body: Node, uniform_ids: set[str], cxx: bool, text: st
         if cxx and not _PLAIN_CXX_TYPE.match(plain):
             raise IneligibleError(f"the local {decl['name']!r} kept across a barrier is not a scalar, pointer or array")
         value = children(decl)
-        if value and (decl.get("init") != "c" or value[0].get("kind") in ("InitListExpr", "CXXConstructExpr",
-                                                                           "ParenListExpr")):
+        if value and (decl.get("init") != "c" or "[" in qual or value[0].get("kind") in (
+                "InitListExpr", "CXXConstructExpr", "ParenListExpr", "StringLiteral")):
             raise IneligibleError(f"the local {decl['name']!r} kept across a barrier has an initializer list")
         if re.search(r"typeof|decltype|_Atomic", qual) or re.search(r"_Alignas|alignas|__attribute__",
                                                                    text[begin(decl):end(decl)]):

@@ -53,3 +53,13 @@ def _indirect_callers(ast: Node) -> frozenset[str]:
         if any(inner.get("kind") == "CallExpr" and callee(inner) is None for inner in walk(node)):
             found.add(str(node["name"]))
     return frozenset(found)
+
+
+_ALIASES = re.compile(r'\b(?:alias|ifunc)\s*\(|\)\s*(?:__asm__|__asm|asm)\s*\(\s*"[^"]*"\s*\)\s*[;{]')
+
+
+def _user_aliases(text: str) -> bool:
+    """Whether the user's part of the translation unit names a function by an alias, an ifunc or an
+    asm label (a call under one name may run code the call graph knows under another)."""
+    mark = _WRAPPER_MARK.search(text)
+    return bool(_ALIASES.search(text[:mark.start()] if mark else text))
