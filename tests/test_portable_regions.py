@@ -378,7 +378,7 @@ REVIEWED = {
     "const_local": ("__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
                     "  const int32_t c = t * 2;\n  __gpu_sync_threads();\n"
                     "  out[t] = _Generic(&c, const int32_t *: c, default: -1); }\n",
-                    "fibers: the local 'c' kept across a barrier has a const"),
+                    "fibers: the kernel has a GenericSelectionExpr"),  # (before: "... has a const" type)
     "aligned_typedef": ("typedef int32_t A64 __attribute__((aligned(64)));\n"
                         "__gpu_kernel void k(int32_t *out) { int32_t t = (int32_t)__gpu_thread_id_x();\n"
                         "  A64 x = t;\n  __gpu_sync_threads();\n"
@@ -426,6 +426,20 @@ REVIEWED = {
     "string_array": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
                      "  char s[] = \"abcd\"; s[t % 4] = 'z';\n  __gpu_sync_threads();\n"
                      "  out[t] = s[0] + s[1] * 3 + s[2] * 5 + s[3] * 7; }\n", "fibers: the local 's'"),
+    # a fifth round: lvalues behind _Generic, __builtin_choose_expr, __extension__ and __real__
+    "generic_lvalue": ("__gpu_kernel void k(int32_t *out, int32_t n) { uint32_t t = __gpu_thread_id_x();\n"
+                       "  static __gpu_local int32_t sh[64]; _Generic(0, int: n) += 1; sh[t] = n;\n"
+                       "  __gpu_sync_threads();\n  out[t] = sh[t]; }\n",
+                       "fibers: the kernel has a GenericSelectionExpr"),
+    "extension_lvalue": ("__gpu_kernel void k(int32_t *out, int32_t n) { uint32_t t = __gpu_thread_id_x();\n"
+                         "  static __gpu_local int32_t sh[64]; (__extension__ n) += 1; sh[t] = n;\n"
+                         "  __gpu_sync_threads();\n  out[t] = sh[t]; }\n", "fibers: the kernel writes one of its"),
+    "real_part_pointer": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x();\n"
+                          "  _Complex float z = (float)t * 7; float *p = &__real__ z;\n  __gpu_sync_threads();\n"
+                          "  out[t] = (int32_t)*p; }\n", "regions"),
+    "float_header": ("__gpu_kernel void k(int32_t *out) { uint32_t t = __gpu_thread_id_x(); int32_t c = 0;\n"
+                     "  for (float f = 0; f < 4.0f; f += 1.0f) { c += 1;\n    __gpu_sync_threads(); }\n"
+                     "  out[t] = c; }\n", "fibers: a barrier loop's header computes in floating point"),
 }
 
 
@@ -462,7 +476,7 @@ def test_what_a_review_found_is_excluded_or_computed_right(case: str) -> None:
         args: list[object] = [out]
         if case in ("pragma", "file_pragma"):
             args.append(offloadrt.asarray(np.random.default_rng(1).random(64, dtype=np.float32), host))
-        elif case in ("asm_output", "parameter_addressof"):
+        elif case in ("asm_output", "parameter_addressof", "generic_lvalue", "extension_lvalue"):
             args.append(np.int32(100))
         elif case == "return_and_loop":
             args.append(np.int32(0))

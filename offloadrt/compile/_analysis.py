@@ -205,8 +205,9 @@ def stored_variable(node: Node) -> str | None:
         kind = node.get("kind")
         if kind == "DeclRefExpr":
             return str(node["referencedDecl"]["id"])
-        if kind in ("ParenExpr",) or (kind == "MemberExpr" and not node.get("isArrow")) or (
-                kind == "ImplicitCastExpr" and node.get("castKind") in ("ArrayToPointerDecay", "NoOp")):
+        if kind in ("ParenExpr", "ExtVectorElementExpr") or (kind == "MemberExpr" and not node.get("isArrow")) or (
+                kind == "ImplicitCastExpr" and node.get("castKind") in ("ArrayToPointerDecay", "NoOp")) or (
+                kind == "UnaryOperator" and node.get("opcode") in ("__extension__", "__real", "__imag")):
             node = (children(node) or [{}])[0]
         elif kind == "ArraySubscriptExpr":
             inner = children(node)

@@ -55,7 +55,8 @@ _BANNED = frozenset({"GotoStmt", "IndirectGotoStmt", "LabelStmt", "AddrLabelExpr
                      "CXXThrowExpr", "CoroutineBodyStmt", "CoreturnStmt", "BlockExpr", "SEHTryStmt",
                      "GCCAsmStmt", "MSAsmStmt",  # asm outputs are writes the analysis cannot see
                      "CompoundLiteralExpr",  # its storage ends with its region's block
-                     "PredefinedExpr", "SourceLocExpr"})  # __func__, __builtin_LINE(): the copy is elsewhere
+                     "PredefinedExpr", "SourceLocExpr",  # __func__, __builtin_LINE(): the copy is elsewhere
+                     "GenericSelectionExpr", "ChooseExpr"})  # lvalues the write analysis does not follow
 _UNIFORM_KINDS = frozenset({"IntegerLiteral", "CharacterLiteral", "FloatingLiteral", "CXXBoolLiteralExpr",
                             "ImplicitCastExpr", "CStyleCastExpr", "CXXStaticCastExpr", "CXXFunctionalCastExpr",
                             "ParenExpr", "BinaryOperator", "CompoundAssignOperator", "UnaryOperator",
@@ -110,6 +111,9 @@ def _uniform(node: Node, allowed: set[str], induction: str | None) -> None:
         kind = item.get("kind")
         if kind not in _UNIFORM_KINDS:
             raise IneligibleError(f"a barrier loop's header uses {kind}")
+        if re.search(r"float|double|_Complex", str(item.get("type", {}).get("qualType", ""))):
+            raise IneligibleError("a barrier loop's header computes in floating point (items may change "
+                                  "the rounding mode)")
         if kind == "UnaryExprOrTypeTraitExpr":
             continue
         if kind == "UnaryOperator" and item.get("opcode") == "*":
