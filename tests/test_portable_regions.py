@@ -468,6 +468,8 @@ def test_what_a_review_found_is_excluded_or_computed_right(case: str) -> None:
     source = HEAD + body
     path = _portable_host.kernel_paths(source)["k"]
     assert path.startswith(expected_path), path
+    if path.startswith("fibers"):
+        return  # both builds would be the fiber path: nothing more to compare (tests/test_portable_barriers.py)
     host = offloadrt.device("host")
     outputs = []
     for options in ([], FIBERS):
