@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toolchains import needs_clang
 
 import offloadrt
 from offloadrt import ErrorCode, OffloadError
@@ -19,17 +20,6 @@ from offloadrt.compile import Target, _clang, build, detect_lang
 from offloadrt.core import _runtime
 
 COMPILE = Path(offloadrt.__file__).resolve().parent / "compile"
-
-
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-needs_clang = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
 
 
 @pytest.fixture(autouse=True, scope="module")

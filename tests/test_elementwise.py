@@ -18,33 +18,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from toolchains import lld_missing, needs_clang, needs_lld
 
 import offloadrt
 from offloadrt import ErrorCode, OffloadError
-from offloadrt.compile import _clang, _portable
+from offloadrt.compile import _portable
 from offloadrt.compile._types import Target
 from offloadrt.core import _elementwise, _runtime
 from offloadrt.core._elementwise import elementwise, reduction
 
-
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"elementwise and reduction kernels are portable kernels and need clang >= 20: {exc.details}"
-    return ""
-
-
-def _lld_missing() -> str:
-    try:
-        _clang.lld(_clang.clang())
-    except OffloadError as exc:
-        return f"AMDGPU code objects need ld.lld: {exc.details}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
-needs_lld = pytest.mark.skipif(bool(_clang_missing() or _lld_missing()), reason=_lld_missing() or "ld.lld found")
+pytestmark = needs_clang
 
 SAXPY = elementwise("float a, const float *x, float *y", "y[i] = a * x[i] + y[i]", "saxpy")
 SUM = reduction("const float *x", "x[i]", "a + b", "0", np.float32, "sum")
@@ -407,8 +390,8 @@ def gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
     import cuda_standin
     import hip_standin
 
-    if request.param == "amdgpu" and _lld_missing():
-        pytest.skip(_lld_missing())
+    if request.param == "amdgpu" and lld_missing():
+        pytest.skip(lld_missing())
     standin = cuda_standin if request.param == "cuda" else hip_standin
     _runtime.shutdown()
     standin.install(monkeypatch, devices=1)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolchains import needs_clang, needs_lld
 
 import offloadrt
 from offloadrt import ErrorCode, OffloadError
@@ -28,24 +29,7 @@ FEATURES = (KERNELS / "features.c").read_text()
 HOST, PTX, AMDGPU = Target("host"), Target("cuda", "sm_90"), Target("amdgpu", "gfx90a")
 
 
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-def _lld_missing() -> str:
-    try:
-        _clang.lld(_clang.clang())
-    except OffloadError as exc:
-        return f"AMDGPU code objects need ld.lld: {exc.details}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
-needs_lld = pytest.mark.skipif(bool(_clang_missing() or _lld_missing()), reason=_lld_missing() or "ld.lld found")
+pytestmark = needs_clang
 
 
 @pytest.fixture(autouse=True, scope="module")

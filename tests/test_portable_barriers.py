@@ -15,22 +15,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from toolchains import needs_clang
 
 import offloadrt
-from offloadrt import OffloadError
-from offloadrt.compile import _clang
 from offloadrt.core import _runtime
 
-
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
+pytestmark = needs_clang
 
 SOURCE = r"""#include <gpuintrin.h>
 #include <stdint.h>

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toolchains import needs_clang
 
 import offloadrt
 from offloadrt.compile import _clang, _portable
@@ -23,15 +24,7 @@ SOURCE = (Path(__file__).parent / "kernels" / "portable" / "lanes.c").read_text(
 WIDTH = 32
 
 
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
+pytestmark = needs_clang
 
 
 @pytest.fixture(scope="module")

@@ -17,23 +17,14 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_portable_barriers import SOURCE as BARRIERS
+from toolchains import needs_clang
 
 import offloadrt
-from offloadrt import OffloadError
-from offloadrt.compile import _clang, _portable, _portable_host
+from offloadrt.compile import _portable, _portable_host
 from offloadrt.compile._types import Target
 from offloadrt.core import _runtime
 
-
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
+pytestmark = needs_clang
 
 FEATURES = (Path(__file__).parent / "kernels" / "portable" / "features.c").read_text()
 FIBERS = [_portable_host.FIBERS_OPTION]

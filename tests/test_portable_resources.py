@@ -12,24 +12,11 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
+from toolchains import needs_clang
 
 import offloadrt
-from offloadrt.compile import _clang
 from offloadrt.core import _runtime
-from offloadrt.errors import OffloadError
 from offloadrt.plugins.host import image as host_image
-
-
-def _clang_missing() -> str:
-    try:
-        _clang.clang()
-    except OffloadError as exc:
-        return f"portable kernels need clang >= 20: {exc.details}"
-    return ""
-
-
-needs_clang = pytest.mark.skipif(bool(_clang_missing()), reason=_clang_missing() or "clang found")
 
 FIBERS = "-D__OFFLOADRT_HOST_FIBERS"  # these tests are about fiber stacks: a simple barrier kernel would take regions
 BARRIER = """#include <gpuintrin.h>
