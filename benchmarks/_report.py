@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,19 @@ def build_host_kernels(source: str, workdir: Path, name: str, optimise: Sequence
     subprocess.run([compiler, "-shared", "-fPIC", *optimise, "-I", offloadrt.get_include(),
                     str(workdir / f"{name}.c"), "-o", str(target)], check=True)
     return target
+
+
+def timed(fn: Callable[[], Any]) -> Callable[[], float]:
+    """``fn`` as a function that returns how many seconds one call of it took."""
+    def run() -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    return run
+
+
+def pocl_cpus(cl: Any, platforms: Sequence[Any]) -> list[Any]:
+    """The CPU devices of PoCL among OpenCL ``platforms`` (``cl`` is the pyopencl module)."""
+    return [device for platform in platforms
+            if "Portable Computing Language" in platform.name or "PoCL" in platform.version
+            for device in platform.get_devices() if device.type & cl.device_type.CPU]

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import alternate, print_rows, row, write_json
+from _report import alternate, pocl_cpus, print_rows, row, timed, write_json
 
 import offloadrt
 from offloadrt import OffloadError
@@ -120,14 +119,6 @@ __kernel void sum_groups(__global const float *x, uint n, __global float *sums) 
 """
 
 
-def timed(fn: Callable[[], Any]) -> Callable[[], float]:
-    def run() -> float:
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
-    return run
-
-
 def open_peer() -> tuple[Any, str | None]:
     """(pyopencl, context, queue, device, program) on PoCL's CPU device, or None and why it cannot run here."""
     try:
@@ -138,8 +129,7 @@ def open_peer() -> tuple[Any, str | None]:
         platforms = cl.get_platforms()
     except cl.Error as exc:
         return None, f"no OpenCL platform ({exc}); install PoCL (Debian: pocl-opencl-icd)"
-    cpus = [d for p in platforms if "Portable Computing Language" in p.name or "PoCL" in p.version
-            for d in p.get_devices() if d.type & cl.device_type.CPU]
+    cpus = pocl_cpus(cl, platforms)
     if not cpus:
         return None, "no PoCL CPU device among the OpenCL platforms; install PoCL (Debian: pocl-opencl-icd)"
     context = cl.Context([cpus[0]])

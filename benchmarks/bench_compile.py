@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import alternate, best_of, print_rows, row, write_json
+from _report import alternate, best_of, print_rows, row, timed, write_json
 
 import offloadrt
 from offloadrt import OffloadError
@@ -88,14 +88,6 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def timed(fn: Callable[[], Any]) -> Callable[[], float]:
-    def run() -> float:
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
-    return run
 
 
 def compile_rows(quick: bool, notes: list[str]) -> list[dict[str, Any]]:

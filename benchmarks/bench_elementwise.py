@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import alternate, print_rows, row, write_json
+from _report import alternate, pocl_cpus, print_rows, row, timed, write_json
 
 import offloadrt
 from offloadrt import OffloadError
@@ -38,14 +37,6 @@ from offloadrt.core._elementwise import GPU_GROUP, elementwise, reduction
 
 NAME = "elementwise"
 PEER = "PyOpenCL on PoCL"
-
-
-def timed(fn: Callable[[], Any]) -> Callable[[], float]:
-    def run() -> float:
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
-    return run
 
 
 def open_peer() -> tuple[Any, str | None]:
@@ -64,8 +55,7 @@ def open_peer() -> tuple[Any, str | None]:
         platforms = cl.get_platforms()
     except cl.Error as exc:
         return None, f"no OpenCL platform ({exc}); pip install pocl-binary-distribution brings PoCL's"
-    cpus = [d for p in platforms if "Portable Computing Language" in p.name or "PoCL" in p.version
-            for d in p.get_devices() if d.type & cl.device_type.CPU]
+    cpus = pocl_cpus(cl, platforms)
     if not cpus:
         return None, "no PoCL CPU device among the OpenCL platforms; pip install pocl-binary-distribution"
     context = cl.Context([cpus[0]])
